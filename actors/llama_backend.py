@@ -1,0 +1,147 @@
+"""The embedded LLM: llama.cpp (llama-cpp-python) running a GGUF model in this process.
+
+The default model is Qwen2.5-Coder-1.5B-Instruct Q4_K_M, assembled from its PyPI parts by
+`actors.model_assets`. Every prompt of a task shares a long byte-identical prefix, and
+llama-cpp-python keeps the KV cache of the previous call and re-evaluates only the tokens
+after the longest common prefix, so calls after the first skip most of the prompt work.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from actors.model_assets import MODEL_NAME, embedded_model_path
+from search.chat import ChatPrompt, Reply
+from search.errors import BackendError
+
+MIN_MAX_TOKENS = 256  # below this a reply cannot hold a useful script: fail instead of truncating
+# The chat template adds role markers around each message (Qwen: `<|im_start|>role\n` ...
+# `<|im_end|>\n`, 5 tokens), a default system message when none is given (~20 tokens) and the
+# assistant header; these bounds over-count slightly, which only costs a few reply tokens.
+_TEMPLATE_TOKENS_PER_MESSAGE = 8
+_TEMPLATE_TOKENS_FIXED = 32
+
+
+class LlamaLLM:
+    """`generate(prompts) -> replies` on a local GGUF model; prompts run one after another.
+
+    Use as a context manager, or call `close()`, to free the model's memory promptly.
+    """
+
+    def __init__(
+        self,
+        model_path: str | None = None,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        seed: int = 0,
+        verbose: bool = False,
+    ) -> None:
+        try:
+            import llama_cpp
+        except ImportError as exc:
+            raise BackendError(
+                "the embedded LLM needs the 'local' extra: pip install -e '.[local]'"
+            ) from exc
+        if model_path:
+            path = Path(model_path).expanduser()
+            if not path.is_file():
+                raise BackendError(f"model file {path} not found; pass --llm llama:/path/model.gguf")
+            self.model = path.stem
+        else:
+            path = embedded_model_path()
+            self.model = MODEL_NAME
+        # llama.cpp defaults to half the cores; on CPU all of them was measurably faster.
+        threads = n_threads or os.cpu_count() or 1
+        self.n_ctx = n_ctx
+        start = time.perf_counter()
+        try:
+            self._llama: Any = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_threads=threads,
+                n_threads_batch=threads,
+                seed=seed,
+                verbose=verbose,
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise BackendError(f"llama.cpp could not load {path}: {exc}") from exc
+        self.load_seconds = time.perf_counter() - start
+        # One Llama context is not thread-safe (one KV cache, one sampler); serialise callers.
+        self._lock = threading.Lock()
+
+    def generate(self, prompts: list[ChatPrompt]) -> list[Reply]:
+        with self._lock:
+            return [self._complete(prompt) for prompt in prompts]
+
+    def _complete(self, prompt: ChatPrompt) -> Reply:
+        if self._llama is None:
+            raise BackendError("the embedded LLM was closed")
+        max_tokens = fit_max_tokens(self._estimate_prompt_tokens(prompt), prompt.max_tokens,
+                                    self.n_ctx)
+        start = time.perf_counter()
+        try:
+            # temperature 0 selects llama.cpp's greedy sampler, so such replies are exact repeats.
+            response = self._llama.create_chat_completion(
+                messages=prompt.messages,
+                max_tokens=max_tokens,
+                temperature=prompt.temperature,
+                seed=prompt.seed,
+                stop=prompt.stop or None,
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise BackendError(f"llama.cpp failed on a {prompt.tag or 'chat'} prompt: {exc}") from exc
+        seconds = time.perf_counter() - start
+        choice = response["choices"][0]
+        usage = response.get("usage") or {}
+        return Reply(
+            text=choice["message"].get("content") or "",
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            seconds=seconds,
+            model=self.model,
+            finish_reason=choice.get("finish_reason") or "stop",
+        )
+
+    def _estimate_prompt_tokens(self, prompt: ChatPrompt) -> int:
+        """Tokens of the templated prompt, counted from the contents plus a template bound."""
+        content = sum(
+            len(self._llama.tokenize(m["content"].encode(), add_bos=False, special=True))
+            for m in prompt.messages
+        )
+        return content + _TEMPLATE_TOKENS_PER_MESSAGE * len(prompt.messages) + _TEMPLATE_TOKENS_FIXED
+
+    def close(self) -> None:
+        """Free the model and its KV cache now rather than at garbage collection."""
+        llama, self._llama = self._llama, None
+        if llama is not None:
+            llama.close()
+
+    def __enter__(self) -> LlamaLLM:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def fit_max_tokens(prompt_tokens: int, max_tokens: int, n_ctx: int) -> int:
+    """Shrink the reply budget so prompt + reply fit the context; fail below MIN_MAX_TOKENS."""
+    room = n_ctx - prompt_tokens
+    if max_tokens <= room:
+        return max_tokens
+    floor = min(max_tokens, MIN_MAX_TOKENS)
+    if room >= floor:
+        return room
+    raise BackendError(
+        f"prompt of ~{prompt_tokens} tokens leaves {max(room, 0)} of the {n_ctx}-token context "
+        f"for the reply (need at least {floor}); shorten the prompt or raise n_ctx"
+    )

@@ -1,0 +1,74 @@
+"""Ray actors: one LLM actor per model replica, one executor actor per sandbox slot.
+
+Actors own their mutable state (a loaded model, a sandbox); the driver owns the Journal. Task
+inputs arrive as one object-store reference, so remote executors need no shared disk.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+
+from sandbox import ExecResult, Limits, run_script
+from search.chat import ChatPrompt, Reply
+
+
+@dataclass(frozen=True, slots=True)
+class ExecOutcome:
+    result: ExecResult
+    executor: str
+    node_ip: str
+
+
+@ray.remote
+class LLMActor:
+    def __init__(self, spec: str, name: str, options: dict[str, Any]) -> None:
+        from actors.llm import make_llm
+
+        self.name = name
+        self.llm = make_llm(spec, **options)
+
+    def model(self) -> str:
+        return self.llm.model
+
+    def generate(self, prompts: list[ChatPrompt]) -> list[Reply]:
+        return self.llm.generate(prompts)
+
+
+@ray.remote
+class ExecutorActor:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.node_ip = _node_ip()
+
+    def run(self, code: str, inputs: dict[str, bytes], limits: Limits) -> ExecOutcome:
+        return ExecOutcome(run_script(code, inputs, limits), self.name, self.node_ip)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def _node_ip() -> str:
+    try:
+        return ray.util.get_node_ip_address()
+    except Exception:  # noqa: BLE001 - outside a Ray worker the hostname is good enough
+        return socket.gethostname()
+
+
+def start_llm_actors(spec: str, replicas: int, options: dict[str, Any],
+                     num_cpus: float = 1.0) -> list[Any]:
+    return [
+        LLMActor.options(num_cpus=num_cpus, max_concurrency=1).remote(spec, f"llm-{i}", options)
+        for i in range(replicas)
+    ]
+
+
+def start_executors(count: int, num_cpus: float = 1.0) -> list[Any]:
+    return [
+        ExecutorActor.options(num_cpus=num_cpus, max_concurrency=1).remote(f"exec-{i}")
+        for i in range(count)
+    ]

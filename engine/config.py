@@ -1,0 +1,147 @@
+"""Typed run configuration, validated once at start-up.
+
+The CLI flags and a `task.yaml` carry the same fields; unknown YAML keys are errors (a typo
+must not silently fall back to a default). Every problem is a `UserError` with one line that
+says what is wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from search.errors import UserError
+from search.metric import METRICS
+
+_BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
+_UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_budget(text: str | float | int) -> float:
+    """`"90s"`, `"10m"`, `"2h"` or a number of seconds -> seconds (> 0)."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        seconds = float(text)
+    else:
+        match = _BUDGET.match(str(text))
+        if not match:
+            raise UserError(
+                f"bad budget {text!r}: use a number with s, m or h, e.g. --budget 90s, 10m, 2h"
+            )
+        seconds = float(match.group(1)) * _UNIT[match.group(2)]
+    if seconds <= 0:
+        raise UserError(f"bad budget {text!r}: it must be more than zero, e.g. --budget 10m")
+    return seconds
+
+
+def default_executors() -> int:
+    """One executor per core beyond the one the LLM and driver need, at least one."""
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    data: Path | None = None
+    target: str | None = None
+    test: Path | None = None
+    metric: str | None = None
+    description: str = ""
+    budget: float = 600.0  # seconds of wall clock
+    max_nodes: int | None = None
+    executors: int = field(default_factory=default_executors)
+    llm: str = "llama"
+    policy: str = "greedy"
+    seed: int = 0
+    out: Path = Path("runs")
+    exec_timeout: float = 300.0
+    quiet: bool = False
+    num_drafts: int = 3
+    debug_prob: float = 0.5
+    max_debug_depth: int = 3
+
+    def validate(self) -> RunConfig:
+        if self.data is None:
+            raise UserError("no data: pass --data FILE.csv --target COLUMN, or --task task.yaml")
+        if not self.target:
+            raise UserError("no target column: pass --target COLUMN (the column to predict)")
+        if self.metric is not None and self.metric not in METRICS:
+            raise UserError(
+                f"unknown metric {self.metric!r}; choose one of: {', '.join(sorted(METRICS))}"
+            )
+        if self.max_nodes is not None and self.max_nodes < 1:
+            raise UserError(f"bad --max-nodes {self.max_nodes}: it must be at least 1")
+        if self.executors < 1:
+            raise UserError(f"bad --executors {self.executors}: it must be at least 1")
+        if self.exec_timeout <= 0:
+            raise UserError("bad --exec-timeout: it must be more than zero seconds")
+        from search.policy import available
+
+        if self.policy not in available():
+            raise UserError(
+                f"unknown policy {self.policy!r}; choose one of: {', '.join(available())}"
+            )
+        from actors.llm import parse_spec
+
+        parse_spec(self.llm)
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunConfig:
+        return _build(data, base=Path.cwd(), source="manifest")
+
+
+_PATHS = {"data", "test", "out"}
+
+
+def _jsonable(value: Any) -> Any:
+    return str(value) if isinstance(value, Path) else value
+
+
+def _build(data: dict[str, Any], base: Path, source: str) -> RunConfig:
+    known = {f.name: f for f in fields(RunConfig)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise UserError(
+            f"{source}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}"
+        )
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if value is None:
+            continue
+        if key in _PATHS:
+            path = Path(str(value)).expanduser()
+            values[key] = path if path.is_absolute() or key == "out" else base / path
+        elif key == "budget":
+            values[key] = parse_budget(value)
+        else:
+            values[key] = value
+    try:
+        return RunConfig(**values)
+    except TypeError as exc:
+        raise UserError(f"{source}: {exc}") from exc
+
+
+def load_task_yaml(path: Path) -> RunConfig:
+    """Read a task file; relative data paths are relative to the file's folder."""
+    if not path.is_file():
+        raise UserError(f"task file {path} not found; pass --task path/to/task.yaml")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        reason = str(exc).splitlines()[0]
+        raise UserError(f"task file {path} is not valid YAML ({reason}); fix its syntax") from exc
+    if not isinstance(data, dict):
+        raise UserError(f"task file {path} must be a mapping like 'data: train.csv' per line")
+    return _build(data, base=path.parent, source=f"task file {path}")
+
+
+def merge(base: RunConfig, overrides: dict[str, Any]) -> RunConfig:
+    """CLI flags given explicitly win over the task file."""
+    return replace(base, **{k: v for k, v in overrides.items() if v is not None})

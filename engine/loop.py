@@ -1,0 +1,316 @@
+"""The steady-state search loop: keep every LLM and executor busy until a budget runs out.
+
+Ray ObjectRefs are awaitable, so the loop awaits whichever generation or execution finishes
+first. A finished generation becomes code for the next free executor; a finished execution is
+scored here, in the driver, against labels that never leave this process, then appended to
+the Journal and the Store and shown to the policy, which is asked for more proposals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+
+from engine.scoring import SubmissionError, score
+from engine.store import RunStore
+from engine.task import PreparedTask
+from sandbox import ExecResult, Limits
+from search.chat import ChatPrompt, Reply
+from search.journal import Journal
+from search.node import Node, Operator, Status, code_hash
+from search.operators import (
+    TaskContext,
+    build_prompt,
+    parse_reply,
+    repair_prompt,
+    self_reported_metric,
+)
+from search.policy import InFlightKey, Policy, Proposal
+
+DEADLINE_ERROR = "stopped at the budget deadline"
+STOPPED_ERROR = "stopped by the user"
+
+
+@dataclass
+class Job:
+    """One expansion on its way through generation and execution."""
+
+    proposal: Proposal
+    node_id: str
+    parent: Node | None
+    created_at: float
+    prompt: ChatPrompt | None = None
+    llm_actor: str = ""
+    model: str = ""
+    plan: str = ""
+    code: str = ""
+    llm_seconds: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    repaired: bool = False
+    queued_at: float = 0.0
+    started_at: float = 0.0
+    exec_limit: float = 0.0
+
+
+@dataclass
+class Budget:
+    """Whichever of wall clock or node count runs out first ends the run."""
+
+    seconds: float
+    max_nodes: int | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    def left(self) -> float:
+        return self.seconds - (time.monotonic() - self.started)
+
+    def nodes_left(self, done: int, in_flight: int) -> int:
+        if self.max_nodes is None:
+            return 1 << 30
+        return self.max_nodes - done - in_flight
+
+
+@dataclass
+class LoopStats:
+    nodes: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_seconds: float = 0.0
+    repairs: int = 0
+    duplicates: int = 0
+    test_scores: dict[str, float | None] = field(default_factory=dict)
+
+
+class SearchLoop:
+    def __init__(
+        self,
+        *,
+        task: PreparedTask,
+        ctx: TaskContext,
+        store: RunStore,
+        journal: Journal,
+        policy: Policy,
+        llm_actors: list[Any],
+        llm_names: list[str],
+        executors: list[Any],
+        budget: Budget,
+        exec_timeout: float,
+        on_node: Callable[[Node, LoopStats], None] = lambda node, stats: None,
+    ) -> None:
+        self.task = task
+        self.ctx = ctx
+        self.store = store
+        self.journal = journal
+        self.policy = policy
+        self.budget = budget
+        self.exec_timeout = exec_timeout
+        self.on_node = on_node
+        self.stats = LoopStats(nodes=len(journal))
+        self._free_llms = deque(zip(llm_actors, llm_names, strict=True))
+        self._free_execs = deque(executors)
+        self._ready: deque[Job] = deque()  # code waiting for an executor
+        self._pending: dict[asyncio.Future[Any], tuple[str, Job, Any]] = {}
+        self._in_flight: dict[InFlightKey, int] = {}
+        self._inputs_ref = ray.put(task.inputs())  # sent once; every executor reads this ref
+
+    # ---- public ------------------------------------------------------------------------
+
+    async def run(self) -> LoopStats:
+        try:
+            while self.budget.left() > 0:
+                self._dispatch()
+                if not self._pending:
+                    break  # node budget spent and nothing in flight
+                done, _ = await asyncio.wait(
+                    self._pending, timeout=max(0.0, self.budget.left()),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                for future in done:
+                    kind, job, worker = self._pending.pop(future)
+                    if kind == "llm":
+                        self._free_llms.append(worker)
+                        self._on_generated(job, future)
+                    else:
+                        self._free_execs.append(worker)
+                        self._on_executed(job, future)
+        except asyncio.CancelledError:
+            self._stop_in_flight(STOPPED_ERROR)
+            raise
+        self._stop_in_flight(DEADLINE_ERROR)
+        return self.stats
+
+    # ---- scheduling --------------------------------------------------------------------
+
+    def _n_in_flight(self) -> int:
+        return sum(self._in_flight.values())
+
+    def _dispatch(self) -> None:
+        while self._ready and self._free_execs:
+            self._execute(self._ready.popleft(), self._free_execs.popleft())
+        # Ask for new work only when code is not piling up for the executors.
+        while self._free_llms and len(self._ready) < max(1, len(self._free_execs)):
+            room = self.budget.nodes_left(len(self.journal), self._n_in_flight())
+            if room <= 0:
+                return
+            proposals = self.policy.propose(self.journal, 1, dict(self._in_flight))
+            if not proposals:
+                return
+            self._generate(self._new_job(proposals[0]), self._free_llms.popleft())
+
+    def _new_job(self, proposal: Proposal) -> Job:
+        self._in_flight[proposal.key] = self._in_flight.get(proposal.key, 0) + 1
+        parent = self.journal.get(proposal.parent_id) if proposal.parent_id else None
+        return Job(proposal, secrets.token_hex(6), parent, time.time())
+
+    def _generate(self, job: Job, worker: tuple[Any, str]) -> None:
+        actor, name = worker
+        if job.prompt is None:
+            job.prompt = build_prompt(self.ctx, job.proposal, self.journal)
+        job.llm_actor = name
+        future = asyncio.ensure_future(_await(actor.generate.remote([job.prompt])))
+        self._pending[future] = ("llm", job, worker)
+
+    def _execute(self, job: Job, executor: Any) -> None:
+        job.started_at = time.time()
+        # The sandbox's own clock stops candidates at the deadline, so none outlives the run.
+        job.exec_limit = max(1.0, min(self.exec_timeout, self.budget.left()))
+        limits = Limits(wall_seconds=job.exec_limit)
+        future = asyncio.ensure_future(
+            _await(executor.run.remote(job.code, self._inputs_ref, limits))
+        )
+        self._pending[future] = ("exec", job, executor)
+
+    # ---- results -----------------------------------------------------------------------
+
+    def _on_generated(self, job: Job, future: asyncio.Future[Any]) -> None:
+        try:
+            reply: Reply = future.result()[0]
+        except Exception as exc:  # noqa: BLE001 - a dead LLM actor costs this node only
+            self._finish(job, Status.LOST, error=f"LLM actor failed: {_short(exc)}")
+            return
+        job.model = reply.model
+        job.llm_seconds += reply.seconds
+        job.prompt_tokens += reply.prompt_tokens
+        job.completion_tokens += reply.completion_tokens
+        self.stats.prompt_tokens += reply.prompt_tokens
+        self.stats.completion_tokens += reply.completion_tokens
+        self.stats.llm_seconds += reply.seconds
+        parsed = parse_reply(reply.text)
+        job.plan = parsed.plan or job.plan
+        if parsed.problem and not job.repaired and job.prompt is not None:
+            job.repaired = True
+            self.stats.repairs += 1
+            job.prompt = repair_prompt(job.prompt, reply.text, parsed.problem)
+            self._generate(job, self._free_llms.pop())  # the worker freed just now
+            return
+        job.code = parsed.code
+        if parsed.problem:
+            self._finish(job, Status.BUGGY, error=parsed.problem)
+            return
+        twin = self.journal.find_code(code_hash(job.code))
+        if twin is not None:
+            self.stats.duplicates += 1
+            self._finish(job, Status.BUGGY, error=f"duplicate of node {twin}: identical code, "
+                                                  "not run again")
+            return
+        job.queued_at = time.time()
+        self._ready.append(job)
+
+    def _on_executed(self, job: Job, future: asyncio.Future[Any]) -> None:
+        try:
+            outcome = future.result()
+        except Exception as exc:  # noqa: BLE001 - a dead executor costs this node only
+            self._finish(job, Status.LOST, error=f"executor failed: {_short(exc)}")
+            return
+        result: ExecResult = outcome.result
+        status, error = Status(result.status), result.error
+        metric_raw = test_raw = None
+        if status is Status.TIMEOUT and job.exec_limit < self.exec_timeout:
+            status, error = Status.KILLED, DEADLINE_ERROR
+        if status is Status.OK:
+            try:
+                metric_raw = score(self.task, result.valid_csv, "valid")
+                test_raw = score(self.task, result.test_csv, "test")
+            except SubmissionError as exc:
+                status, error, metric_raw, test_raw = Status.BUGGY, str(exc), None, None
+        self._finish(
+            job, status, error=error, result=result, metric_raw=metric_raw, test_raw=test_raw,
+            executor=outcome.executor, node_ip=outcome.node_ip,
+        )
+
+    def _finish(self, job: Job, status: Status, *, error: str = "",
+                result: ExecResult | None = None, metric_raw: float | None = None,
+                test_raw: float | None = None, executor: str = "", node_ip: str = "") -> None:
+        key = job.proposal.key
+        self._in_flight[key] -= 1
+        if not self._in_flight[key]:
+            del self._in_flight[key]
+        now = time.time()
+        node = Node(
+            node_id=job.node_id,
+            parent_id=job.proposal.parent_id,
+            operator=job.proposal.operator,
+            status=status,
+            step=len(self.journal),
+            depth=0 if job.parent is None else job.parent.depth + 1,
+            run_id=self.store.run_id,
+            policy=self.policy.name,
+            plan=job.plan,
+            code=job.code,
+            code_hash=code_hash(job.code) if job.code else "",
+            exit_code=result.exit_code if result else None,
+            error=error,
+            stdout_tail=result.stdout_tail if result else "",
+            stderr_tail=result.stderr_tail if result else "",
+            metric=None if metric_raw is None else self.task.metric.normalise(metric_raw),
+            metric_raw=metric_raw,
+            self_reported=self_reported_metric(result.stdout_tail) if result else None,
+            exec_seconds=result.seconds if result else 0.0,
+            llm_seconds=job.llm_seconds,
+            queue_seconds=max(0.0, job.started_at - job.queued_at) if job.queued_at else 0.0,
+            prompt_tokens=job.prompt_tokens,
+            completion_tokens=job.completion_tokens,
+            temperature=job.proposal.temperature,
+            model=job.model,
+            llm_actor=job.llm_actor,
+            executor=executor,
+            node_ip=node_ip,
+            created_at=job.created_at,
+            finished_at=now,
+        )
+        previous_best = self.journal.best()
+        self.journal.add(node)
+        self.store.append(node, test_raw)
+        if self.journal.best() is not previous_best and result is not None:
+            self.store.write_best(node, result)
+        self.policy.observe(node)
+        self.stats.nodes = len(self.journal)
+        self.stats.test_scores[node.node_id] = test_raw
+        self.on_node(node, self.stats)
+
+    def _stop_in_flight(self, reason: str) -> None:
+        """Record everything still running as killed, then drop it."""
+        for future, (_kind, job, _worker) in list(self._pending.items()):
+            future.cancel()
+            self._finish(job, Status.KILLED, error=reason)
+        self._pending.clear()
+        for job in list(self._ready):
+            self._finish(job, Status.KILLED, error=reason)
+        self._ready.clear()
+
+
+async def _await(ref: Any) -> Any:
+    return await ref
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}"
+

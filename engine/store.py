@@ -1,0 +1,170 @@
+"""The run directory: manifest, hidden task splits, and one Parquet part per finished node.
+
+Parts are append-only small files, each written to a temporary name, fsynced and renamed, so
+a crash mid-write never leaves a torn part and resume reads exactly the nodes that finished.
+This is the only module that writes Parquet.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from engine.task import PreparedTask, load_task, save_task
+from sandbox import ExecResult
+from search.errors import StoreError
+from search.node import Node
+
+_FLOAT = pa.float64()
+_INT = pa.int64()
+_STR = pa.string()
+SCHEMA = pa.schema(
+    [
+        ("run_id", _STR), ("node_id", _STR), ("parent_id", _STR), ("depth", _INT),
+        ("step", _INT), ("operator", _STR), ("policy", _STR), ("plan", _STR), ("code", _STR),
+        ("code_hash", _STR), ("status", _STR), ("exit_code", _INT), ("error", _STR),
+        ("stdout_tail", _STR), ("stderr_tail", _STR), ("metric", _FLOAT),
+        ("metric_raw", _FLOAT), ("test_metric_raw", _FLOAT), ("self_reported", _FLOAT),
+        ("exec_seconds", _FLOAT), ("llm_seconds", _FLOAT), ("queue_seconds", _FLOAT),
+        ("prompt_tokens", _INT), ("completion_tokens", _INT), ("temperature", _FLOAT),
+        ("model", _STR), ("llm_actor", _STR), ("executor", _STR), ("node_ip", _STR),
+        ("created_at", _FLOAT), ("finished_at", _FLOAT),
+    ]
+)
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+class RunStore:
+    """Owns `runs/<run_id>/`. Construct with `create` (new run) or `open` (resume, read)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.nodes_dir = root / "nodes"
+        self.task_dir = root / "task"
+        self.manifest_path = root / "manifest.json"
+
+    @property
+    def run_id(self) -> str:
+        return self.root.name
+
+    @classmethod
+    def create(cls, out: Path, task: PreparedTask, manifest: dict[str, Any]) -> RunStore:
+        """Write task and manifest into a hidden folder, then rename it into place, so a
+        failure here leaves no half-made run behind."""
+        run_id = new_run_id()
+        out.mkdir(parents=True, exist_ok=True)
+        staging = out / f".{run_id}.partial"
+        try:
+            staging.mkdir()
+            (staging / "nodes").mkdir()
+            save_task(task, staging / "task")
+            manifest = {**manifest, "run_id": run_id, "data_hash": task.data_hash}
+            _write_json(staging / "manifest.json", manifest)
+            staging.rename(out / run_id)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return cls(out / run_id)
+
+    @classmethod
+    def open(cls, root: Path) -> RunStore:
+        store = cls(root)
+        if not store.manifest_path.is_file() or not store.task_dir.is_dir():
+            raise StoreError(
+                f"{root} is not a run directory (no manifest.json/task/); "
+                "pass --resume runs/<run_id>"
+            )
+        return store
+
+    def load_task(self) -> PreparedTask:
+        task = load_task(self.task_dir)
+        expected = self.manifest().get("data_hash")
+        if expected and expected != task.data_hash:
+            raise StoreError(
+                f"{self.task_dir} no longer matches the manifest's data hash; "
+                "the task data changed: start a new run instead of resuming"
+            )
+        return task
+
+    def manifest(self) -> dict[str, Any]:
+        try:
+            return dict(json.loads(self.manifest_path.read_text()))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise StoreError(f"cannot read {self.manifest_path}: {exc}") from exc
+
+    def update_manifest(self, **values: Any) -> dict[str, Any]:
+        manifest = {**self.manifest(), **values}
+        _write_json(self.manifest_path, manifest)
+        return manifest
+
+    def append(self, node: Node, test_metric_raw: float | None) -> Path:
+        """Persist one finished node as its own Parquet part."""
+        row = node.to_record()
+        row["test_metric_raw"] = test_metric_raw
+        table = pa.Table.from_pylist([row], schema=SCHEMA)
+        final = self.nodes_dir / f"part-{node.step:06d}-{node.node_id}.parquet"
+        tmp = final.with_suffix(".tmp")
+        pq.write_table(table, tmp)
+        with open(tmp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        tmp.rename(final)
+        return final
+
+    def write_best(self, node: Node, result: ExecResult) -> None:
+        """Keep the current best solution runnable on its own: code plus its predictions."""
+        best = self.root / "best"
+        staging = self.root / ".best.tmp"
+        shutil.rmtree(staging, ignore_errors=True)
+        (staging / "submission").mkdir(parents=True)
+        (staging / "solution.py").write_text(node.code)
+        for name, data in (("valid.csv", result.valid_csv), ("test.csv", result.test_csv)):
+            if data is not None:
+                (staging / "submission" / name).write_bytes(data)
+        _write_json(staging / "node.json", {
+            "node_id": node.node_id, "operator": node.operator.value, "step": node.step,
+            "metric_raw": node.metric_raw, "plan": node.plan,
+        })
+        shutil.rmtree(best, ignore_errors=True)
+        staging.rename(best)
+
+    def read_rows(self) -> list[dict[str, Any]]:
+        """Every stored node as a dict, in step order (NaN read back as None)."""
+        parts = sorted(self.nodes_dir.glob("part-*.parquet"))
+        if not parts:
+            return []
+        try:
+            table = ds.dataset([str(p) for p in parts], schema=SCHEMA, format="parquet").to_table()
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise StoreError(f"cannot read node parts in {self.nodes_dir}: {exc}") from exc
+        rows = [
+            {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+            for row in table.to_pylist()
+        ]
+        return sorted(rows, key=lambda r: (r["step"], r["node_id"]))
+
+    def read_nodes(self) -> tuple[list[Node], dict[str, float | None]]:
+        """Nodes for the Journal, and the test scores kept apart from them."""
+        rows = self.read_rows()
+        tests = {r["node_id"]: r.pop("test_metric_raw") for r in rows}
+        return [Node.from_record(r) for r in rows], tests
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    with open(tmp, "rb+") as handle:
+        os.fsync(handle.fileno())
+    tmp.rename(path)

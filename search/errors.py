@@ -1,0 +1,23 @@
+"""The one exception tree for the engine's own failures.
+
+A candidate's failure is data (a node status); these are ours. `UserError` covers bad input
+that a person can fix: the CLI prints its message as one line and exits with code 2.
+"""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """Base of every error the engine raises about itself."""
+
+
+class UserError(EngineError):
+    """Bad input from the user (a file, a flag, a task). The message says what and how to fix."""
+
+
+class BackendError(EngineError):
+    """An LLM backend or executor could not do its job (missing extra, dead server)."""
+
+
+class StoreError(EngineError):
+    """The run directory is unreadable, corrupt, or does not match the task."""

@@ -1,0 +1,78 @@
+"""Greedy AIDE-style policy: draft a few roots, then debug buggy leaves or improve the best.
+
+With k proposals in flight it counts in-flight drafts toward `num_drafts`, never hands the
+same buggy leaf to two workers at once, and lets several workers improve the best node
+(each reply differs, and the prompt tells siblings what was already tried).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from search.ideas import draft_idea, improve_idea
+from search.journal import Journal
+from search.node import Node, Operator
+from search.policy import InFlightKey, Proposal, register
+
+
+@dataclass
+class GreedyPolicy:
+    seed: int = 0
+    num_drafts: int = 3
+    debug_prob: float = 0.5
+    max_debug_depth: int = 3
+    base_temperature: float = 0.7
+    name: str = "greedy"
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    def propose(
+        self, journal: Journal, n: int, in_flight: Mapping[InFlightKey, int]
+    ) -> list[Proposal]:
+        taken: dict[InFlightKey, int] = dict(in_flight)
+        proposals = []
+        for _ in range(n):
+            proposal = self._one(journal, taken)
+            taken[proposal.key] = taken.get(proposal.key, 0) + 1
+            proposals.append(proposal)
+        return proposals
+
+    def observe(self, node: Node) -> None:
+        """Greedy keeps no state beyond the journal."""
+
+    def _one(self, journal: Journal, taken: Mapping[InFlightKey, int]) -> Proposal:
+        drafts_in_flight = taken.get((Operator.DRAFT, None), 0)
+        n_drafts = len(journal.draft_nodes) + drafts_in_flight
+        if n_drafts < self.num_drafts:
+            return Proposal(Operator.DRAFT, None, self.base_temperature, draft_idea(n_drafts))
+        debuggable = [
+            leaf
+            for leaf in journal.buggy_leaves
+            if journal.debug_depth(leaf.node_id) < self.max_debug_depth
+            and taken.get((Operator.DEBUG, leaf.node_id), 0) == 0
+        ]
+        if debuggable and self._rng.random() < self.debug_prob:
+            leaf = self._rng.choice(debuggable)
+            depth = journal.debug_depth(leaf.node_id) + 1
+            # Seed 002: a debug that failed once needs a different idea, so sample wider.
+            temperature = min(1.2, self.base_temperature + 0.15 * depth)
+            return Proposal(Operator.DEBUG, leaf.node_id, temperature)
+        best = journal.best()
+        if best is not None:
+            siblings = len(journal.children(best.node_id))
+            siblings += taken.get((Operator.IMPROVE, best.node_id), 0)
+            return Proposal(Operator.IMPROVE, best.node_id, self.base_temperature,
+                            improve_idea(siblings))
+        if debuggable:
+            leaf = self._rng.choice(debuggable)
+            return Proposal(Operator.DEBUG, leaf.node_id, self.base_temperature)
+        return Proposal(Operator.DRAFT, None, self.base_temperature,
+                        draft_idea(n_drafts))
+
+
+@register("greedy")
+def _make(seed: int, **options: object) -> GreedyPolicy:
+    return GreedyPolicy(seed=seed, **options)  # type: ignore[arg-type]

@@ -1,0 +1,96 @@
+"""The node record: one frozen, id-linked row per finished expansion of the tree.
+
+Derived facts (children, debug depth, leaves, best) live on the Journal, never in a node.
+The test-split score is deliberately absent: it is stored beside the node by the engine and
+never reaches a policy or a prompt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, fields
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    OK = "ok"
+    BUGGY = "buggy"
+    TIMEOUT = "timeout"
+    OOM = "oom"
+    KILLED = "killed"
+    LOST = "lost"
+
+
+class Operator(StrEnum):
+    DRAFT = "draft"
+    IMPROVE = "improve"
+    DEBUG = "debug"
+    REFLECT = "reflect"
+    SELA = "sela"
+    BASELINE = "baseline"
+
+
+def code_hash(code: str) -> str:
+    """Hash of code with trailing whitespace per line ignored, so cosmetic repeats match."""
+    normal = "\n".join(line.rstrip() for line in code.strip().splitlines())
+    return hashlib.sha256(normal.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    node_id: str
+    parent_id: str | None
+    operator: Operator
+    status: Status
+    step: int = 0
+    depth: int = 0
+    run_id: str = ""
+    policy: str = ""
+    plan: str = ""
+    code: str = ""
+    code_hash: str = ""
+    exit_code: int | None = None
+    error: str = ""
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    metric: float | None = None  # valid score, normalised: higher is better
+    metric_raw: float | None = None
+    self_reported: float | None = None
+    exec_seconds: float = 0.0
+    llm_seconds: float = 0.0
+    queue_seconds: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    temperature: float = 0.0
+    model: str = ""
+    llm_actor: str = ""
+    executor: str = ""
+    node_ip: str = ""
+    created_at: float = 0.0
+    finished_at: float = 0.0
+
+    @property
+    def is_ok(self) -> bool:
+        return self.status is Status.OK and self.metric is not None
+
+    @property
+    def is_buggy(self) -> bool:
+        return self.status not in (Status.OK, Status.LOST)
+
+    def to_record(self) -> dict[str, Any]:
+        row = asdict(self)
+        row["operator"] = self.operator.value
+        row["status"] = self.status.value
+        return row
+
+    @classmethod
+    def from_record(cls, row: dict[str, Any]) -> Node:
+        names = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in row.items() if k in names}
+        kwargs["operator"] = Operator(kwargs["operator"])
+        kwargs["status"] = Status(kwargs["status"])
+        return cls(**kwargs)
+
+
+NODE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Node))
