@@ -50,7 +50,9 @@ class LlamaLLM:
         if model_path:
             path = Path(model_path).expanduser()
             if not path.is_file():
-                raise BackendError(f"model file {path} not found; pass --llm llama:/path/model.gguf")
+                raise BackendError(
+                    f"model file {path} not found; pass --llm llama:/path/model.gguf"
+                )
             self.model = path.stem
         else:
             path = embedded_model_path()
@@ -94,7 +96,8 @@ class LlamaLLM:
                 stop=prompt.stop or None,
             )
         except (ValueError, RuntimeError) as exc:
-            raise BackendError(f"llama.cpp failed on a {prompt.tag or 'chat'} prompt: {exc}") from exc
+            what = prompt.tag or "chat"
+            raise BackendError(f"llama.cpp failed on a {what} prompt: {exc}") from exc
         seconds = time.perf_counter() - start
         choice = response["choices"][0]
         usage = response.get("usage") or {}
@@ -113,7 +116,8 @@ class LlamaLLM:
             len(self._llama.tokenize(m["content"].encode(), add_bos=False, special=True))
             for m in prompt.messages
         )
-        return content + _TEMPLATE_TOKENS_PER_MESSAGE * len(prompt.messages) + _TEMPLATE_TOKENS_FIXED
+        template = _TEMPLATE_TOKENS_PER_MESSAGE * len(prompt.messages) + _TEMPLATE_TOKENS_FIXED
+        return content + template
 
     def close(self) -> None:
         """Free the model and its KV cache now rather than at garbage collection."""

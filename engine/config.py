@@ -118,6 +118,10 @@ def _build(data: dict[str, Any], base: Path, source: str) -> RunConfig:
         if key in _PATHS:
             path = Path(str(value)).expanduser()
             values[key] = path if path.is_absolute() or key == "out" else base / path
+        elif key == "llm" and str(value).startswith(("scripted:", "llama:")):
+            kind, _, arg = str(value).partition(":")
+            path = Path(arg).expanduser()
+            values[key] = f"{kind}:{path if path.is_absolute() else base / path}"
         elif key == "budget":
             values[key] = parse_budget(value)
         else:

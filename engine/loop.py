@@ -118,6 +118,7 @@ class SearchLoop:
         self._ready: deque[Job] = deque()  # code waiting for an executor
         self._pending: dict[asyncio.Future[Any], tuple[str, Job, Any]] = {}
         self._in_flight: dict[InFlightKey, int] = {}
+        self._running_code: dict[str, str] = {}  # code hash -> node id, queued or executing
         self._inputs_ref = ray.put(task.inputs())  # sent once; every executor reads this ref
 
     # ---- public ------------------------------------------------------------------------
@@ -214,13 +215,16 @@ class SearchLoop:
         if parsed.problem:
             self._finish(job, Status.BUGGY, error=parsed.problem)
             return
-        twin = self.journal.find_code(code_hash(job.code))
+        digest = code_hash(job.code)
+        twin = self.journal.find_code(digest) or self._running_code.get(digest)
         if twin is not None:
             self.stats.duplicates += 1
+            job.code = ""  # not run, so nothing to debug: the twin holds the code
             self._finish(job, Status.BUGGY, error=f"duplicate of node {twin}: identical code, "
                                                   "not run again")
             return
         job.queued_at = time.time()
+        self._running_code[digest] = job.node_id
         self._ready.append(job)
 
     def _on_executed(self, job: Job, future: asyncio.Future[Any]) -> None:
@@ -248,6 +252,8 @@ class SearchLoop:
     def _finish(self, job: Job, status: Status, *, error: str = "",
                 result: ExecResult | None = None, metric_raw: float | None = None,
                 test_raw: float | None = None, executor: str = "", node_ip: str = "") -> None:
+        if job.code:
+            self._running_code.pop(code_hash(job.code), None)
         key = job.proposal.key
         self._in_flight[key] -= 1
         if not self._in_flight[key]:

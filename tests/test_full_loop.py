@@ -1,0 +1,99 @@
+"""The whole slice for real: CLI -> Ray actors -> real sandbox -> driver scoring -> Parquet.
+
+Only the LLM is scripted. A buggy draft gets debugged, an improvement is scored, a bad
+submission becomes a buggy node with an exact message, and the Parquet rows match the Journal.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.dataset as ds
+import pytest
+
+from engine.run import main
+from engine.store import RunStore
+from search.journal import Journal
+
+SCRIPT = Path(__file__).parent / "data" / "scripted_regression.json"
+
+
+def make_data(path: Path, rows: int = 300) -> None:
+    rng = np.random.default_rng(0)
+    a, b, c = rng.normal(size=(3, rows))
+    y = 3 * a**2 + b + 0.1 * rng.normal(size=rows)
+    pd.DataFrame({"a": a, "b": b, "c": c, "y": y}).to_csv(path, index=False)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("loop")
+    make_data(tmp / "train.csv")
+    shutil.copy(SCRIPT, tmp / "replies.json")
+    (tmp / "task.yaml").write_text(
+        "data: train.csv\ntarget: y\nllm: scripted:replies.json\nnum_drafts: 2\n"
+        "debug_prob: 1.0\nmax_nodes: 6\nexecutors: 1\nbudget: 5m\nquiet: true\n"
+        "exec_timeout: 120\n"
+    )
+    assert main(["--task", str(tmp / "task.yaml"), "--out", str(tmp / "runs")]) == 0
+    (run,) = [p for p in (tmp / "runs").iterdir() if not p.name.startswith(".")]
+    return run
+
+
+def test_nodes_and_statuses(run_dir: Path) -> None:
+    rows = pd.read_parquet(run_dir / "nodes")
+    assert len(rows) == 6
+    by_id = rows.set_index("node_id")
+    debugs = rows[rows.operator == "debug"]
+    fixed = debugs[(debugs.status == "ok")]
+    assert len(fixed) >= 1
+    assert (by_id.loc[fixed.parent_id, "status"] == "buggy").all()
+    assert "KeyError" in by_id.loc[fixed.parent_id.iloc[0], "error"]
+    bad_rows = rows[rows.error.str.contains("rows; expected", na=False)]
+    assert len(bad_rows) >= 1 and (bad_rows.status == "buggy").all()
+    ok = rows[rows.status == "ok"]
+    assert ok.metric_raw.notna().all() and ok.test_metric_raw.notna().all()
+    assert (ok.metric == -ok.metric_raw).all()  # rmse: normalised so higher is better
+    assert rows[rows.status != "ok"].metric.isna().all()
+    assert (rows.prompt_tokens > 0).all()
+
+
+def test_improve_beats_its_parent(run_dir: Path) -> None:
+    rows = pd.read_parquet(run_dir / "nodes").set_index("node_id")
+    improves = rows[(rows.operator == "improve") & (rows.status == "ok")]
+    assert len(improves) >= 1
+    # y depends on a**2: the squared feature must beat the plain linear draft.
+    linear = rows[(rows.operator == "draft") & (rows.status == "ok")].metric_raw.min()
+    assert improves.metric_raw.min() < linear
+
+
+def test_parquet_matches_journal_and_best(run_dir: Path) -> None:
+    store = RunStore.open(run_dir)
+    nodes, tests = store.read_nodes()
+    journal = Journal(nodes)
+    assert len({n.node_id for n in nodes}) == len(nodes) == 6
+    table = ds.dataset(str(run_dir / "nodes"), format="parquet").to_table()
+    assert table.num_rows == 6
+    best = journal.best()
+    assert best is not None
+    assert (run_dir / "best" / "solution.py").read_text() == best.code
+    valid = pd.read_csv(run_dir / "best" / "submission" / "valid.csv")
+    assert len(valid) == len(pd.read_csv(run_dir / "task" / "valid.csv"))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["result"]["best_node"] == best.node_id
+    assert manifest["result"]["best_test"] == tests[best.node_id]
+    assert manifest["spent"]["nodes"] == 6
+    summary = (run_dir / "summary.md").read_text()
+    assert f"{best.metric_raw:.5g}" in summary and "Best path" in summary
+
+
+def test_hidden_labels_never_reach_the_candidate(run_dir: Path) -> None:
+    task = RunStore.open(run_dir).load_task()
+    inputs = task.inputs()
+    for name in ("valid.csv", "test.csv"):
+        header = inputs[name].decode().splitlines()[0].split(",")
+        assert "y" not in header

@@ -1,0 +1,59 @@
+"""Greedy (AIDE) policy semantics, with proposals in flight."""
+
+from __future__ import annotations
+
+from search.greedy import GreedyPolicy
+from search.journal import Journal
+from search.node import Operator, Status
+from tests.helpers import make_node
+
+
+def test_drafts_first_counting_in_flight() -> None:
+    policy = GreedyPolicy(seed=0, num_drafts=3)
+    proposals = policy.propose(Journal(), 5, {(Operator.DRAFT, None): 1})
+    ops = [p.operator for p in proposals]
+    assert ops[:2] == [Operator.DRAFT, Operator.DRAFT]
+    # No good node and nothing to debug: it keeps drafting rather than stalling.
+    assert all(op is Operator.DRAFT for op in ops)
+    # Parallel drafts get different model families.
+    assert len({p.hint for p in proposals[:2]}) == 2
+
+
+def test_improves_best_after_drafts() -> None:
+    j = Journal([make_node("a", metric=1.0), make_node("b", metric=2.0, step=1),
+                 make_node("c", metric=0.5, step=2)])
+    proposals = GreedyPolicy(seed=1, num_drafts=3, debug_prob=0.0).propose(j, 3, {})
+    assert all(p.operator is Operator.IMPROVE and p.parent_id == "b" for p in proposals)
+    assert len({p.hint for p in proposals}) == 3  # siblings are asked for different changes
+
+
+def test_debug_never_hands_same_leaf_twice() -> None:
+    j = Journal([make_node("a", status=Status.BUGGY), make_node("b", status=Status.BUGGY, step=1),
+                 make_node("c", metric=1.0, step=2)])
+    policy = GreedyPolicy(seed=0, num_drafts=3, debug_prob=1.0)
+    proposals = policy.propose(j, 4, {})
+    debug_parents = [p.parent_id for p in proposals if p.operator is Operator.DEBUG]
+    assert sorted(debug_parents) == ["a", "b"]
+    assert proposals[2].operator is Operator.IMPROVE  # leaves used up: improve the best
+
+
+def test_max_debug_depth_and_temperature_rise() -> None:
+    nodes = [make_node("a", status=Status.BUGGY)]
+    for i, parent in enumerate(["a", "d1", "d2"]):
+        nodes.append(make_node(f"d{i + 1}", parent, operator=Operator.DEBUG,
+                               status=Status.BUGGY, step=i + 1))
+    j = Journal(nodes + [make_node("x", step=9), make_node("y", step=10)])
+    policy = GreedyPolicy(seed=0, num_drafts=3, debug_prob=1.0, max_debug_depth=3)
+    assert policy.propose(j, 1, {})[0].operator is Operator.IMPROVE  # d3 is at depth 3
+    shallow = Journal(nodes[:3] + [make_node("x", step=9), make_node("y", step=10)])
+    prop = policy.propose(shallow, 1, {})[0]
+    assert prop.operator is Operator.DEBUG and prop.parent_id == "d2"
+    assert prop.temperature > policy.base_temperature
+
+
+def test_deterministic_under_seed() -> None:
+    j = Journal([make_node("a", status=Status.BUGGY), make_node("b", status=Status.BUGGY, step=1),
+                 make_node("c", metric=1.0, step=2), make_node("d", status=Status.BUGGY, step=3)])
+    runs = [[(p.operator, p.parent_id) for p in GreedyPolicy(seed=7).propose(j, 6, {})]
+            for _ in range(2)]
+    assert runs[0] == runs[1]

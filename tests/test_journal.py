@@ -1,0 +1,54 @@
+"""Journal: derived facts from id-linked frozen nodes."""
+
+from __future__ import annotations
+
+import pytest
+
+from search.journal import Journal
+from search.node import Node, Operator, Status
+from tests.helpers import make_node
+
+
+def test_tree_facts() -> None:
+    j = Journal()
+    j.add(make_node("a", metric=1.0, step=0))
+    j.add(make_node("b", "a", metric=3.0, step=1))
+    j.add(make_node("c", "a", status=Status.BUGGY, step=2))
+    j.add(make_node("d", "c", operator=Operator.DEBUG, status=Status.BUGGY, step=3))
+    j.add(make_node("e", None, status=Status.TIMEOUT, step=4))
+    assert [n.node_id for n in j.children("a")] == ["b", "c"]
+    assert [n.node_id for n in j.draft_nodes] == ["a", "e"]
+    assert j.best() is not None and j.best().node_id == "b"  # type: ignore[union-attr]
+    assert {n.node_id for n in j.buggy_leaves} == {"d", "e"}
+    assert j.debug_depth("d") == 1 and j.debug_depth("b") == 0
+    assert [n.node_id for n in j.ancestors("d")] == ["a", "c", "d"]
+    assert j.status_counts()["buggy"] == 2 and j.status_counts()["timeout"] == 1
+    assert j.find_code("b") == "b" and j.find_code("zzz") is None
+
+
+def test_best_tie_keeps_earlier_node() -> None:
+    j = Journal([make_node("a", metric=2.0, step=0), make_node("b", metric=2.0, step=1)])
+    assert j.best().node_id == "a"  # type: ignore[union-attr]
+
+
+def test_best_ignores_failed_nodes() -> None:
+    j = Journal([make_node("a", status=Status.BUGGY), make_node("b", status=Status.OOM)])
+    assert j.best() is None
+
+
+def test_unknown_parent_and_duplicate_id_are_rejected() -> None:
+    j = Journal([make_node("a")])
+    with pytest.raises(ValueError):
+        j.add(make_node("a"))
+    with pytest.raises(ValueError):
+        j.add(make_node("x", "missing"))
+
+
+def test_not_run_nodes_are_not_debug_candidates() -> None:
+    j = Journal([make_node("a", status=Status.BUGGY, code="", exec_seconds=0.0)])
+    assert j.buggy_leaves == []
+
+
+def test_record_round_trip() -> None:
+    node = make_node("a", metric=0.5)
+    assert Node.from_record(node.to_record()) == node
