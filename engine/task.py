@@ -28,7 +28,6 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from importlib import metadata
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -562,7 +561,7 @@ def _assemble(
         target=target, task_type=task_type, metric=metric, labels=labels, train=train,
         valid_X=valid_x, test_X=test_x, valid_y=valid_y, test_y=test_y, description="",
         data_hash=hash_split_files(files), seed=seed,
-        split_files=MappingProxyType({name: files[name] for name in SPLIT_FILES}), text=text,
+        split_files={name: files[name] for name in SPLIT_FILES}, text=text,
     )
     if description is None:
         description = _render_description(task, _column_facts(train, target), dropped)

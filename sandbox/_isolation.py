@@ -192,9 +192,7 @@ def pids_of_uid(uid: int) -> list[int]:
                 status = fh.read()
         except OSError:  # exited while we looked
             continue
-        fields = dict(
-            line.split(":", 1) for line in status.splitlines() if ":" in line
-        )
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         uids = fields.get("Uid", "").split()
         if uids and int(uids[0]) == uid and not fields.get("State", "").strip().startswith("Z"):
             pids.append(int(entry))

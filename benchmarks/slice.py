@@ -1,0 +1,95 @@
+"""Benchmark of the offline slice: one search run, then the numbers that judge it.
+
+    python -m benchmarks.slice [--budget 10m] [--llm llama] [--data ... --target ...]
+
+Runs `engine.run` (embedded model by default) on concrete-strength, then reads the run's
+Parquet and prints: ok nodes, best valid / test score, tokens/s, the share of drafts that ran
+without a debug step, and LightGBM with default settings on the same split for reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from engine.run import main as run_main
+from engine.store import RunStore
+
+DEMO = Path(__file__).parent / "data" / "concrete-strength" / "concrete.csv"
+
+
+def lightgbm_default(run_dir: Path) -> float:
+    """LightGBM with default settings on the run's own splits, scored by the engine's scorer."""
+    import io
+
+    import lightgbm as lgb
+
+    from engine.scoring import score
+
+    task = RunStore.open(run_dir).load_task()
+    X = pd.get_dummies(task.train.drop(columns=[task.target]))
+    y = task.train[task.target]
+    model = lgb.LGBMRegressor(verbose=-1) if task.task_type == "regression" else \
+        lgb.LGBMClassifier(verbose=-1)
+    model.fit(X, y)
+    test = pd.get_dummies(task.test_X).reindex(columns=X.columns, fill_value=0)
+    out = pd.DataFrame({"prediction": model.predict(test)})
+    if task.metric.needs_proba:
+        for i, label in enumerate(model.classes_):
+            out[f"proba_{label}"] = model.predict_proba(test)[:, i]
+    buffer = io.StringIO()
+    out.to_csv(buffer, index=False)
+    return score(task, buffer.getvalue().encode(), "test")
+
+
+def report(run_dir: Path) -> dict[str, float | int | None]:
+    rows = pd.DataFrame(RunStore.open(run_dir).read_rows())
+    ok = rows[rows.status == "ok"]
+    manifest = RunStore.open(run_dir).manifest()
+    spent = manifest.get("spent", {})
+    drafts = rows[(rows.operator == "draft") & (rows.code != "")]
+    best = manifest.get("result", {})
+    llm_seconds = float(rows.llm_seconds.sum()) or 1.0
+    return {
+        "nodes": len(rows),
+        "ok_nodes": len(ok),
+        "best_valid": best.get("best_valid"),
+        "best_test": best.get("best_test"),
+        "best_operator": best.get("best_operator"),
+        "drafts": len(drafts),
+        "drafts_ok_without_debug": int((drafts.status == "ok").sum()),
+        "completion_tokens_per_llm_second": float(rows.completion_tokens.sum()) / llm_seconds,
+        "prompt_tokens": int(spent.get("prompt_tokens", 0)),
+        "completion_tokens": int(spent.get("completion_tokens", 0)),
+        "seconds": float(spent.get("seconds", 0.0)),
+        "lightgbm_default_test": lightgbm_default(run_dir),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(DEMO))
+    parser.add_argument("--target", default="strength")
+    parser.add_argument("--budget", default="10m")
+    parser.add_argument("--llm", default="llama")
+    parser.add_argument("--out", default="runs/bench-slice")
+    args, extra = parser.parse_known_args(argv)
+    out = Path(args.out)
+    before = set(out.iterdir()) if out.exists() else set()
+    code = run_main(["--data", args.data, "--target", args.target, "--budget", args.budget,
+                     "--llm", args.llm, "--out", str(out), "--quiet", *extra])
+    if code != 0:
+        return code
+    (run_dir,) = [p for p in set(out.iterdir()) - before if not p.name.startswith(".")]
+    print(f"\nrun: {run_dir}")
+    for key, value in report(run_dir).items():
+        shown = f"{value:.4g}" if isinstance(value, float) else value
+        print(f"{key:>34}: {shown}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,357 @@
+"""Scoring a candidate's submission against the hidden labels, in the driver only.
+
+`read_submission` checks a `submission/<split>.csv` against the harness contract and raises
+`SubmissionError` with one exact, actionable message (it goes into the debug prompt as is);
+`score` returns the raw metric value; `compute_metric` holds the formulas.
+
+Class labels are compared as strings; when every label is an integer, '1', '1.0' and ' 1 ' all
+mean '1', and a label that matches only ignoring case ('true' for 'True') is accepted too.
+
+Metric rules:
+- f1: F1 of the positive class, `engine.task.positive_label` (the label reading '1', 'yes',
+  'true' or 'positive' if exactly one does, else the last of the sorted labels).
+- roc_auc: binary from the positive class's probability; multiclass one-vs-rest, each class's
+  AUC weighted by its share of y_true (sklearn's ovr/weighted). Computed per class so that
+  probabilities rounded in a CSV need not sum to exactly 1.
+- log_loss: probabilities floored at 1e-15 and each row rescaled to sum to 1 (binary: the
+  positive class's probability clipped to [1e-15, 1 - 1e-15]).
+- For binary tasks proba_<positive> alone is enough (or proba_<negative>, read as 1 - p).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from sklearn.metrics import f1_score, r2_score, roc_auc_score
+
+from engine.task import PreparedTask, label_str, positive_label
+from search.metric import MetricSpec
+
+SPLITS = ("valid", "test")
+# Written by some libraries for a missing value; a missing prediction is an error, not a label.
+_MISSING_WORDS = frozenset({"", "nan", "na", "n/a", "none", "null"})
+_LOG_LOSS_EPS = 1e-15
+# A probability written as 1.0000000001 by float noise is still a probability.
+_PROBA_TOLERANCE = 1e-6
+_SHOW = 5  # how many offending values a message quotes
+
+
+class SubmissionError(Exception):
+    """A submission file is missing or breaks the contract; the message says exactly how.
+
+    Not an EngineError: it is the candidate's failure, recorded as a buggy node.
+    """
+
+
+class _LabelMatcher:
+    """Maps what a candidate wrote to one of the task's labels, or None."""
+
+    def __init__(self, labels: Sequence[str]) -> None:
+        self.labels = tuple(labels)
+        self._exact = set(self.labels)
+        self._integer = bool(self.labels) and all(_is_integer(label) for label in self.labels)
+        folded: dict[str, list[str]] = {}
+        for label in self.labels:
+            folded.setdefault(label.lower(), []).append(label)
+        # Only unambiguous case-folds: labels 'a' and 'A' both exist -> no folding for them.
+        self._folded = {key: found[0] for key, found in folded.items() if len(found) == 1}
+
+    def match(self, written: str) -> str | None:
+        text = written.strip()
+        if text in self._exact:
+            return text
+        if self._integer:
+            try:
+                number = float(text)
+            except ValueError:
+                number = math.nan
+            if math.isfinite(number) and number.is_integer():
+                candidate = str(int(number))
+                if candidate in self._exact:
+                    return candidate
+        return self._folded.get(text.lower())
+
+
+def read_submission(task: PreparedTask, csv_bytes: bytes | None, split: str) -> pd.DataFrame:
+    """Check a submission; return `prediction` (label strings or floats) and, when the metric
+    needs them, `proba_<label>` float columns (for binary: the positive class's only)."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
+    name = f"submission/{split}.csv"
+    source = f"input/{split}.csv"
+    expected = len(task.valid_X if split == "valid" else task.test_X)
+    if csv_bytes is None:
+        raise SubmissionError(
+            f"{name} was not written; write it with one row per row of {source} ({expected} "
+            "rows, in order) and a column `prediction`"
+        )
+    raw = _parse(csv_bytes, name, expected)
+    if "prediction" not in raw.columns:
+        found = ", ".join(f"`{c}`" for c in list(raw.columns)[:10]) or "none"
+        near = [c for c in raw.columns if str(c).strip().lower() == "prediction"]
+        hint = f" (`{near[0]}` must be named exactly `prediction`)" if near else ""
+        raise SubmissionError(
+            f"{name} has no column `prediction`{hint}; columns found: {found}; write a header "
+            "line, e.g. pd.DataFrame({'prediction': preds}).to_csv(path, index=False)"
+        )
+    if len(raw) != expected:
+        raise SubmissionError(
+            f"{name} has {len(raw)} rows; expected {expected} (one per row of {source}, in order)"
+        )
+    column = raw["prediction"]
+    out = pd.DataFrame(index=pd.RangeIndex(expected))
+    if task.task_type == "regression":
+        out["prediction"] = _numbers(column, name, "prediction")
+        return out
+    matcher = _LabelMatcher(task.labels)
+    written = column.fillna("").astype(str).str.strip()
+    mapping = {value: matcher.match(value) for value in written.unique()}
+    labels = written.map(mapping)
+    missing = labels.isna() & written.str.lower().isin(_MISSING_WORDS)
+    _no_missing(missing, name, "prediction")
+    unknown = labels.isna()
+    if unknown.any():
+        bad = list(dict.fromkeys(written[unknown]))
+        allowed = ", ".join(map(repr, task.labels[:20]))
+        if len(task.labels) > 20:
+            allowed += ", ..."
+        raise SubmissionError(
+            f"{name} has {int(unknown.sum())} predictions that are not labels of train.csv: "
+            f"{', '.join(map(repr, bad[:_SHOW]))}; predict one of {allowed}"
+        )
+    out["prediction"] = labels.astype(object)
+    if task.metric.needs_proba:
+        for label, values in _probabilities(task, raw, matcher, name).items():
+            out[f"proba_{label}"] = values
+    return out
+
+
+def score(task: PreparedTask, csv_bytes: bytes | None, split: str) -> float:
+    """The raw metric of a submission on the hidden `split` labels ("valid" or "test")."""
+    submission = read_submission(task, csv_bytes, split)
+    truth = task.valid_y if split == "valid" else task.test_y
+    proba = None
+    if task.metric.needs_proba:
+        columns = [c for c in submission.columns if c.startswith("proba_")]
+        proba = submission[columns].rename(columns=lambda c: c[len("proba_"):])
+    return compute_metric(task.metric, truth, submission["prediction"], proba, task.labels)
+
+
+def compute_metric(
+    spec: MetricSpec,
+    y_true: Sequence[object] | pd.Series,
+    y_pred: Sequence[object] | pd.Series,
+    proba: pd.DataFrame | None,
+    labels: Sequence[str],
+) -> float:
+    """The raw value of metric `spec`.
+
+    Classification labels may be given as any value (`label_str` makes them strings); `proba`
+    has one column per label, named by the label (for binary, the positive class's column
+    alone, or the negative's, is enough). `labels` are the task's sorted labels.
+    """
+    if len(y_true) != len(y_pred):
+        raise ValueError(f"y_true has {len(y_true)} values, y_pred {len(y_pred)}")
+    if len(y_true) == 0:
+        raise ValueError("cannot score zero rows")
+    name = spec.name
+    if name in ("rmse", "mae", "r2"):
+        truth = np.asarray(y_true, dtype=float)
+        pred = np.asarray(y_pred, dtype=float)
+        if name == "rmse":
+            return float(np.mean((truth - pred) ** 2))
+        if name == "mae":
+            return float(np.mean(np.abs(truth - pred)))
+        return float(r2_score(truth, pred))
+    labels = list(labels)
+    truth_s = np.asarray([label_str(v) for v in y_true], dtype=object)
+    if name == "accuracy":
+        pred_s = np.asarray([label_str(v) for v in y_pred], dtype=object)
+        return float(np.mean(truth_s == pred_s))
+    if name == "f1":
+        pred_s = np.asarray([label_str(v) for v in y_pred], dtype=object)
+        positive = positive_label(labels)
+        tp = int(np.sum((pred_s == positive) & (truth_s == positive)))
+        fp = int(np.sum((pred_s == positive) & (truth_s != positive)))
+        fn = int(np.sum((pred_s != positive) & (truth_s == positive)))
+        return 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
+    if name == "f1_weighted":
+        pred_s = np.asarray([label_str(v) for v in y_pred], dtype=object)
+        return float(
+            f1_score(truth_s, pred_s, labels=labels, average="weighted", zero_division=0.0)
+        )
+    if proba is None:
+        raise ValueError(f"metric {name} needs class probabilities")
+    if name == "roc_auc":
+        return _roc_auc(truth_s, proba, labels)
+    if name == "log_loss":
+        return _log_loss(truth_s, proba, labels)
+    raise ValueError(f"no formula for metric {name!r}")
+
+
+# --- formulas ---------------------------------------------------------------------------------
+
+
+def _positive_proba(proba: pd.DataFrame, labels: Sequence[str]) -> np.ndarray:
+    positive = positive_label(labels)
+    if positive in proba.columns:
+        return proba[positive].to_numpy(dtype=float)
+    negative = next(label for label in labels if label != positive)
+    if negative in proba.columns:
+        return 1.0 - proba[negative].to_numpy(dtype=float)
+    raise ValueError(f"proba has no column for class {positive!r}")
+
+
+def _roc_auc(truth: np.ndarray, proba: pd.DataFrame, labels: Sequence[str]) -> float:
+    if len(labels) == 2:
+        return float(roc_auc_score(truth == positive_label(labels), _positive_proba(proba, labels)))
+    total = weight = 0.0
+    for label in labels:
+        is_label = truth == label
+        support = int(is_label.sum())
+        # A class absent from y_true has weight 0 in sklearn's ovr/weighted average too.
+        if 0 < support < len(truth):
+            total += support * float(roc_auc_score(is_label, proba[label].to_numpy(dtype=float)))
+            weight += support
+    if not weight:
+        raise ValueError("roc_auc needs at least two classes in y_true")
+    return total / weight
+
+
+def _log_loss(truth: np.ndarray, proba: pd.DataFrame, labels: Sequence[str]) -> float:
+    if len(labels) == 2:
+        p_positive = np.clip(_positive_proba(proba, labels), _LOG_LOSS_EPS, 1 - _LOG_LOSS_EPS)
+        p_true = np.where(truth == positive_label(labels), p_positive, 1 - p_positive)
+        return float(-np.mean(np.log(p_true)))
+    index = {label: i for i, label in enumerate(labels)}
+    unknown = sorted(set(truth) - set(index))
+    if unknown:
+        raise ValueError(f"y_true has labels outside `labels`: {unknown[:_SHOW]}")
+    # Only a floor: rows are rescaled to sum to 1 next, so a row written as percentages or
+    # rounded in a CSV still reads as the distribution it meant.
+    matrix = np.maximum(proba[list(labels)].to_numpy(dtype=float), _LOG_LOSS_EPS)
+    matrix = matrix / matrix.sum(axis=1, keepdims=True)
+    rows = np.arange(len(truth))
+    cols = np.asarray([index[label] for label in truth])
+    return float(-np.mean(np.log(matrix[rows, cols])))
+
+
+# --- parsing helpers --------------------------------------------------------------------------
+
+
+def _parse(csv_bytes: bytes, name: str, expected: int) -> pd.DataFrame:
+    if not csv_bytes.strip():
+        raise SubmissionError(
+            f"{name} is empty; write a header line with `prediction` and {expected} rows"
+        )
+    try:
+        text = csv_bytes.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SubmissionError(
+            f"{name} is not UTF-8 text (byte at offset {exc.start}); write it with "
+            "DataFrame.to_csv(path, index=False)"
+        ) from exc
+    try:
+        # Everything as text: labels like '007' or 'NA' must reach the label check unchanged.
+        raw = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, na_values=[""])
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
+        detail = " ".join(str(exc).split())[:200]
+        raise SubmissionError(
+            f"{name} could not be parsed as CSV ({detail}); write it with "
+            "DataFrame.to_csv(path, index=False)"
+        ) from exc
+    raw.columns = [str(c).strip() for c in raw.columns]
+    return raw
+
+
+def _rows(mask: pd.Series | np.ndarray) -> str:
+    # Data rows counted from 1, the header not counted, as a person reading the file would.
+    flags = np.asarray(mask, dtype=bool)
+    rows = [str(i + 1) for i in np.flatnonzero(flags)[:_SHOW]]
+    return ", ".join(rows) + (", ..." if int(flags.sum()) > _SHOW else "")
+
+
+def _no_missing(missing: pd.Series, name: str, column: str) -> None:
+    if missing.any():
+        raise SubmissionError(
+            f"{name} has {int(missing.sum())} missing values in `{column}` (data rows "
+            f"{_rows(missing)}); write a value for every row"
+        )
+
+
+def _numbers(column: pd.Series, name: str, label: str) -> pd.Series:
+    written = column.fillna("").astype(str).str.strip()
+    values = pd.to_numeric(written, errors="coerce").astype(float)
+    missing = written.str.lower().isin(_MISSING_WORDS)
+    _no_missing(missing, name, label)
+    bad = values.isna()
+    if bad.any():
+        shown = ", ".join(map(repr, list(dict.fromkeys(written[bad]))[:_SHOW]))
+        raise SubmissionError(
+            f"{name} has {int(bad.sum())} non-numeric values in `{label}`: {shown} (data rows "
+            f"{_rows(bad)}); write numbers only"
+        )
+    infinite = ~np.isfinite(values.to_numpy())
+    if infinite.any():
+        raise SubmissionError(
+            f"{name} has {int(infinite.sum())} infinite values in `{label}` (data rows "
+            f"{_rows(infinite)}); write finite numbers"
+        )
+    return values
+
+
+def _probabilities(
+    task: PreparedTask, raw: pd.DataFrame, matcher: _LabelMatcher, name: str
+) -> dict[str, pd.Series]:
+    found: dict[str, str] = {}
+    for column in raw.columns:
+        if column.startswith("proba_"):
+            label = matcher.match(column[len("proba_"):])
+            if label is not None and label not in found:
+                found[label] = column
+    metric = task.metric.name
+    if task.task_type == "binary":
+        positive = positive_label(task.labels)
+        negative = next(label for label in task.labels if label != positive)
+        if positive in found:
+            return {positive: _probability(raw[found[positive]], name, found[positive])}
+        if negative in found:
+            return {positive: 1.0 - _probability(raw[found[negative]], name, found[negative])}
+        raise SubmissionError(
+            f"{name} has no column proba_{positive} (probability of class {positive!r}), which "
+            f"metric {metric} needs; columns found: {_columns(raw)}"
+        )
+    missing = [f"proba_{label}" for label in task.labels if label not in found]
+    if missing:
+        raise SubmissionError(
+            f"{name} lacks {', '.join(missing[:8])}{', ...' if len(missing) > 8 else ''}: "
+            f"metric {metric} needs one proba_<label> column per class "
+            f"({len(task.labels)} classes; e.g. from model.predict_proba with model.classes_); "
+            f"columns found: {_columns(raw)}"
+        )
+    return {label: _probability(raw[found[label]], name, found[label]) for label in task.labels}
+
+
+def _probability(column: pd.Series, name: str, label: str) -> pd.Series:
+    values = _numbers(column, name, label)
+    outside = (values < -_PROBA_TOLERANCE) | (values > 1 + _PROBA_TOLERANCE)
+    if outside.any():
+        raise SubmissionError(
+            f"{name} has {int(outside.sum())} values of `{label}` outside [0, 1] (data rows "
+            f"{_rows(outside)}); write probabilities, e.g. from predict_proba"
+        )
+    return values.clip(0.0, 1.0)
+
+
+def _columns(raw: pd.DataFrame) -> str:
+    names = [f"`{c}`" for c in list(raw.columns)[:10]]
+    return ", ".join(names) + (", ..." if len(raw.columns) > 10 else "")
+
+
+def _is_integer(text: str) -> bool:
+    stripped = text.strip().lstrip("+-")
+    return stripped.isdigit()
