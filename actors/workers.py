@@ -24,8 +24,7 @@ class ExecOutcome:
     node_ip: str
 
 
-@ray.remote
-class LLMActor:
+class _LLMWorker:
     def __init__(self, spec: str, name: str, options: dict[str, Any]) -> None:
         from actors.llm import make_llm
 
@@ -39,8 +38,7 @@ class LLMActor:
         return self.llm.generate(prompts)
 
 
-@ray.remote
-class ExecutorActor:
+class _ExecutorWorker:
     def __init__(self, name: str) -> None:
         self.name = name
         self.node_ip = _node_ip()
@@ -52,10 +50,15 @@ class ExecutorActor:
         return os.getpid()
 
 
+# Wrapped rather than decorated so type checkers see the plain classes and Ray sees actors.
+LLMActor: Any = ray.remote(_LLMWorker)
+ExecutorActor: Any = ray.remote(_ExecutorWorker)
+
+
 def _node_ip() -> str:
     try:
         return ray.util.get_node_ip_address()
-    except Exception:  # noqa: BLE001 - outside a Ray worker the hostname is good enough
+    except Exception:
         return socket.gethostname()
 
 

@@ -13,6 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from engine.run import main as run_main
@@ -38,8 +39,9 @@ def lightgbm_default(run_dir: Path) -> float:
     test = pd.get_dummies(task.test_X).reindex(columns=X.columns, fill_value=0)
     out = pd.DataFrame({"prediction": model.predict(test)})
     if task.metric.needs_proba:
+        proba = np.asarray(model.predict_proba(test))
         for i, label in enumerate(model.classes_):
-            out[f"proba_{label}"] = model.predict_proba(test)[:, i]
+            out[f"proba_{label}"] = proba[:, i]
     buffer = io.StringIO()
     out.to_csv(buffer, index=False)
     return score(task, buffer.getvalue().encode(), "test")

@@ -24,7 +24,7 @@ from engine.task import PreparedTask
 from sandbox import ExecResult, Limits
 from search.chat import ChatPrompt, Reply
 from search.journal import Journal
-from search.node import Node, Operator, Status, code_hash
+from search.node import Node, Status, code_hash
 from search.operators import (
     TaskContext,
     build_prompt,
@@ -193,7 +193,7 @@ class SearchLoop:
     def _on_generated(self, job: Job, future: asyncio.Future[Any]) -> None:
         try:
             reply: Reply = future.result()[0]
-        except Exception as exc:  # noqa: BLE001 - a dead LLM actor costs this node only
+        except Exception as exc:
             self._finish(job, Status.LOST, error=f"LLM actor failed: {_short(exc)}")
             return
         job.model = reply.model
@@ -230,7 +230,7 @@ class SearchLoop:
     def _on_executed(self, job: Job, future: asyncio.Future[Any]) -> None:
         try:
             outcome = future.result()
-        except Exception as exc:  # noqa: BLE001 - a dead executor costs this node only
+        except Exception as exc:
             self._finish(job, Status.LOST, error=f"executor failed: {_short(exc)}")
             return
         result: ExecResult = outcome.result

@@ -114,7 +114,8 @@ class Progress:
 
     def node(self, node: Node, journal: Journal, tokens: int) -> None:
         self.journal, self.tokens = journal, tokens
-        metric = "" if node.metric_raw is None else f" {self.task.metric.name}={node.metric_raw:.5g}"
+        name = self.task.metric.name
+        metric = "" if node.metric_raw is None else f" {name}={node.metric_raw:.5g}"
         error = f"  {node.error[:100]}" if node.error else ""
         self.console.print(
             f"[{time.monotonic() - self.started:6.0f}s] {node.operator.value:<8} "
@@ -221,7 +222,7 @@ def run(config: RunConfig, console: Console) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    console = Console(stderr=False)
+    console = Console(soft_wrap=True)
     args = build_parser().parse_args(argv)
     try:
         config = config_from_args(args)

@@ -163,7 +163,7 @@ def compute_metric(
         truth = np.asarray(y_true, dtype=float)
         pred = np.asarray(y_pred, dtype=float)
         if name == "rmse":
-            return float(np.mean((truth - pred) ** 2))
+            return float(np.sqrt(np.mean((truth - pred) ** 2)))
         if name == "mae":
             return float(np.mean(np.abs(truth - pred)))
         return float(r2_score(truth, pred))

@@ -143,7 +143,8 @@ class _Tree:
                 self.add_in_flight(operator, p, refresh=False)
         self.live = [False] * size
         self.live_children = [0] * size
-        live, live_children, ok, repairable = self.live, self.live_children, self.ok, self.repairable
+        live, live_children = self.live, self.live_children
+        ok, repairable = self.ok, self.repairable
         for i in range(size - 1, 0, -1):
             if ok[i] or live_children[i] or (repairable[i] and self.expandable(i)):
                 live[i] = True
@@ -228,10 +229,10 @@ class MCTSPolicy:
         index = self._index
         # A Journal only grows; anything else (another Journal, a rebuilt one) starts afresh.
         if index is None or index.journal is not journal or len(journal) < len(index.nodes) - 1:
-            self._index = _Index(journal)
+            index = self._index = _Index(journal)
         else:
-            self._index.extend()
-        tree = _Tree(self._index, in_flight, self)
+            index.extend()
+        tree = _Tree(index, in_flight, self)
         proposals = []
         for _ in range(n):
             proposal, p = self._select(tree)

@@ -13,6 +13,7 @@ def make_node(node_id: str, parent_id: str | None = None, *, operator: Operator 
     ok = status is Status.OK
     return Node(
         node_id=node_id, parent_id=parent_id, operator=operator, status=status, step=step,
-        code=code + f"# {node_id}\n" if code else "", code_hash=node_id, metric=metric if ok else None,
+        code=code + f"# {node_id}\n" if code else "", code_hash=node_id,
+        metric=metric if ok else None,
         metric_raw=metric if ok else None, exec_seconds=exec_seconds,
     )

@@ -42,10 +42,10 @@ def test_max_debug_depth_and_temperature_rise() -> None:
     for i, parent in enumerate(["a", "d1", "d2"]):
         nodes.append(make_node(f"d{i + 1}", parent, operator=Operator.DEBUG,
                                status=Status.BUGGY, step=i + 1))
-    j = Journal(nodes + [make_node("x", step=9), make_node("y", step=10)])
+    j = Journal([*nodes, make_node("x", step=9), make_node("y", step=10)])
     policy = GreedyPolicy(seed=0, num_drafts=3, debug_prob=1.0, max_debug_depth=3)
     assert policy.propose(j, 1, {})[0].operator is Operator.IMPROVE  # d3 is at depth 3
-    shallow = Journal(nodes[:3] + [make_node("x", step=9), make_node("y", step=10)])
+    shallow = Journal([*nodes[:3], make_node("x", step=9), make_node("y", step=10)])
     prop = policy.propose(shallow, 1, {})[0]
     assert prop.operator is Operator.DEBUG and prop.parent_id == "d2"
     assert prop.temperature > policy.base_temperature

@@ -242,8 +242,7 @@ def test_regression_needs_finite_numbers(regression: PreparedTask) -> None:
 
 
 def test_unknown_labels_are_named(binary: PreparedTask) -> None:
-    labels = binary.valid_y.astype(str).copy()
-    labels.iloc[:3] = ["2", "cat", "cat"]
+    labels = ["2", "cat", "cat", *binary.valid_y.astype(str).iloc[3:]]
     message = _expect(binary, _csv(prediction=labels), "3 predictions that are not labels")
     assert "'2', 'cat'" in message and "predict one of '0', '1'" in message
 

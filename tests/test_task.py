@@ -27,7 +27,7 @@ from search.errors import StoreError, UserError
 DATASETS = Path("/work/shared/datasets")
 
 
-def _frame(n: int = 200, seed: int = 0, target: object = None) -> pd.DataFrame:
+def _frame(n: int = 200, seed: int = 0, target: np.ndarray | None = None) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     frame = pd.DataFrame(
         {
