@@ -30,6 +30,8 @@ _TEMPLATE_TOKENS_FIXED = 32
 class LlamaLLM:
     """`generate(prompts) -> replies` on a local GGUF model; prompts run one after another.
 
+    `cache_bytes` bounds an in-RAM store of saved KV states (0 turns it off).
+
     Use as a context manager, or call `close()`, to free the model's memory promptly.
     """
 
@@ -40,6 +42,7 @@ class LlamaLLM:
         n_threads: int | None = None,
         seed: int = 0,
         verbose: bool = False,
+        cache_bytes: int = 1 << 30,
     ) -> None:
         try:
             import llama_cpp
@@ -72,6 +75,12 @@ class LlamaLLM:
             )
         except (ValueError, RuntimeError) as exc:
             raise BackendError(f"llama.cpp could not load {path}: {exc}") from exc
+        if cache_bytes > 0:
+            # The live KV cache only serves the previous call's prefix. When prompts of two
+            # tasks (or two long parents) alternate, saved states (~30 KB per token, ~60 MB
+            # for a 2k-token prompt) bring a prefix back for ~0.1 s instead of re-evaluating it
+            # (measured: 2 s instead of 16-30 s per call on 2 cores).
+            self._llama.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=cache_bytes))
         self.load_seconds = time.perf_counter() - start
         # One Llama context is not thread-safe (one KV cache, one sampler); serialise callers.
         self._lock = threading.Lock()

@@ -8,6 +8,7 @@ libraries are imported inside the backend that needs them, with an error naming 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +43,7 @@ class ScriptedLLM:
         self.replies: dict[str, list[str]] = {k: list(v) for k, v in script.items()}
         self.model = f"scripted:{path.name}"
         self._used: dict[str, int] = {}
+        self._lock = threading.Lock()  # an actor may serve several requests at once
 
     def generate(self, prompts: list[ChatPrompt]) -> list[Reply]:
         replies = []
@@ -50,8 +52,9 @@ class ScriptedLLM:
             if self.delay:
                 time.sleep(self.delay)
             options = self.replies.get(prompt.tag) or self.replies.get("default") or [""]
-            index = self._used.get(prompt.tag, 0)
-            self._used[prompt.tag] = index + 1
+            with self._lock:
+                index = self._used.get(prompt.tag, 0)
+                self._used[prompt.tag] = index + 1
             text = options[min(index, len(options) - 1)]
             prompt_tokens = sum(len(m["content"].split()) for m in prompt.messages)
             replies.append(

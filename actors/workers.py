@@ -62,16 +62,22 @@ def _node_ip() -> str:
         return socket.gethostname()
 
 
-def start_llm_actors(spec: str, replicas: int, options: dict[str, Any],
-                     num_cpus: float = 1.0) -> list[Any]:
+def start_llm_actors(spec: str, replicas: int, options: dict[str, Any], *,
+                     concurrency: int = 1, num_cpus: float = 1.0,
+                     resources: dict[str, float] | None = None) -> list[Any]:
+    """LLM actors placed by Ray resources: CPUs here, or a custom `llm` slot on a cluster."""
     return [
-        LLMActor.options(num_cpus=num_cpus, max_concurrency=1).remote(spec, f"llm-{i}", options)
+        LLMActor.options(num_cpus=num_cpus, resources=resources or {},
+                         max_concurrency=concurrency).remote(spec, f"llm-{i}", options)
         for i in range(replicas)
     ]
 
 
-def start_executors(count: int, num_cpus: float = 1.0) -> list[Any]:
+def start_executors(count: int, *, num_cpus: float = 1.0,
+                    resources: dict[str, float] | None = None) -> list[Any]:
+    """One sandbox slot per actor, placed wherever Ray finds the resources."""
     return [
-        ExecutorActor.options(num_cpus=num_cpus, max_concurrency=1).remote(f"exec-{i}")
+        ExecutorActor.options(num_cpus=num_cpus, resources=resources or {},
+                              max_concurrency=1).remote(f"exec-{i}")
         for i in range(count)
     ]

@@ -52,8 +52,12 @@ class RunConfig:
     description: str = ""
     budget: float = 600.0  # seconds of wall clock
     max_nodes: int | None = None
+    max_tokens: int | None = None
     executors: int = field(default_factory=default_executors)
     llm: str = "llama"
+    llm_replicas: int = 1
+    llm_concurrency: int = 1  # requests one LLM actor serves at once (llama.cpp: 1)
+    address: str | None = None  # Ray cluster to join ("auto"); None starts a local one
     policy: str = "greedy"
     seed: int = 0
     out: Path = Path("runs")
@@ -74,6 +78,10 @@ class RunConfig:
             )
         if self.max_nodes is not None and self.max_nodes < 1:
             raise UserError(f"bad --max-nodes {self.max_nodes}: it must be at least 1")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise UserError(f"bad --max-tokens {self.max_tokens}: it must be at least 1")
+        if self.llm_replicas < 1 or self.llm_concurrency < 1:
+            raise UserError("bad --llm-replicas/--llm-concurrency: each must be at least 1")
         if self.executors < 1:
             raise UserError(f"bad --executors {self.executors}: it must be at least 1")
         if self.exec_timeout <= 0:

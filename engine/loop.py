@@ -58,20 +58,29 @@ class Job:
     queued_at: float = 0.0
     started_at: float = 0.0
     exec_limit: float = 0.0
+    attempt: int = 0  # how often this proposal was lost to a dead worker and re-proposed
 
 
 @dataclass
 class Budget:
-    """Whichever of wall clock or node count runs out first ends the run."""
+    """Wall clock, node count and token count: whichever runs out first ends the run.
+
+    The wall clock is a hard stop (work in flight is killed and recorded); spent nodes or
+    tokens only stop new proposals, and the work already paid for finishes.
+    """
 
     seconds: float
     max_nodes: int | None = None
+    max_tokens: int | None = None
     started: float = field(default_factory=time.monotonic)
 
     def left(self) -> float:
         return self.seconds - (time.monotonic() - self.started)
 
-    def nodes_left(self, done: int, in_flight: int) -> int:
+    def room(self, done: int, in_flight: int, tokens: int) -> int:
+        """How many more proposals may start now."""
+        if self.max_tokens is not None and tokens >= self.max_tokens:
+            return 0
         if self.max_nodes is None:
             return 1 << 30
         return self.max_nodes - done - in_flight
@@ -85,10 +94,17 @@ class LoopStats:
     llm_seconds: float = 0.0
     repairs: int = 0
     duplicates: int = 0
+    lost: int = 0
+    overhead_seconds: float = 0.0  # driver time spent proposing, scheduling, scoring, storing
+    stopped_by: str = ""
     test_scores: dict[str, float | None] = field(default_factory=dict)
 
 
 class SearchLoop:
+    """Drives one start of a run. `llm_slots` lists (actor, name) once per concurrent request
+    an actor accepts; `requeue` holds proposals to run first (those in flight when a previous
+    start stopped)."""
+
     def __init__(
         self,
         *,
@@ -97,11 +113,12 @@ class SearchLoop:
         store: RunStore,
         journal: Journal,
         policy: Policy,
-        llm_actors: list[Any],
-        llm_names: list[str],
+        llm_slots: list[tuple[Any, str]],
         executors: list[Any],
         budget: Budget,
         exec_timeout: float,
+        requeue: list[Proposal] | None = None,
+        restart_executor: Callable[[Any], Any] | None = None,
         on_node: Callable[[Node, LoopStats], None] = lambda node, stats: None,
     ) -> None:
         self.task = task
@@ -112,9 +129,11 @@ class SearchLoop:
         self.budget = budget
         self.exec_timeout = exec_timeout
         self.on_node = on_node
+        self.restart_executor = restart_executor
         self.stats = LoopStats(nodes=len(journal))
-        self._free_llms = deque(zip(llm_actors, llm_names, strict=True))
+        self._free_llms = deque(llm_slots)
         self._free_execs = deque(executors)
+        self._requeue: deque[tuple[Proposal, int]] = deque((p, 0) for p in requeue or ())
         self._ready: deque[Job] = deque()  # code waiting for an executor
         self._pending: dict[asyncio.Future[Any], tuple[str, Job, Any]] = {}
         self._in_flight: dict[InFlightKey, int] = {}
@@ -126,26 +145,42 @@ class SearchLoop:
     async def run(self) -> LoopStats:
         try:
             while self.budget.left() > 0:
+                tick = time.perf_counter()
                 self._dispatch()
+                self.stats.overhead_seconds += time.perf_counter() - tick
                 if not self._pending:
-                    break  # node budget spent and nothing in flight
+                    self.stats.stopped_by = "nodes or tokens"
+                    break
                 done, _ = await asyncio.wait(
                     self._pending, timeout=max(0.0, self.budget.left()),
                     return_when=asyncio.FIRST_COMPLETED,
                 )
+                tick = time.perf_counter()
                 for future in done:
                     kind, job, worker = self._pending.pop(future)
                     if kind == "llm":
                         self._free_llms.append(worker)
                         self._on_generated(job, future)
                     else:
-                        self._free_execs.append(worker)
-                        self._on_executed(job, future)
+                        self._on_executed(job, future, worker)
+                self.stats.overhead_seconds += time.perf_counter() - tick
         except asyncio.CancelledError:
+            self.stats.stopped_by = "user"
             self._stop_in_flight(STOPPED_ERROR)
             raise
+        if not self.stats.stopped_by:
+            self.stats.stopped_by = "wall clock"
         self._stop_in_flight(DEADLINE_ERROR)
         return self.stats
+
+    def snapshot(self) -> dict[str, int]:
+        """Counts for the live view."""
+        executing = sum(1 for kind, _, _ in self._pending.values() if kind == "exec")
+        return {
+            "generating": len(self._pending) - executing,
+            "executing": executing,
+            "waiting": len(self._ready),
+        }
 
     # ---- scheduling --------------------------------------------------------------------
 
@@ -157,18 +192,26 @@ class SearchLoop:
             self._execute(self._ready.popleft(), self._free_execs.popleft())
         # Ask for new work only when code is not piling up for the executors.
         while self._free_llms and len(self._ready) < max(1, len(self._free_execs)):
-            room = self.budget.nodes_left(len(self.journal), self._n_in_flight())
-            if room <= 0:
+            tokens = self.stats.prompt_tokens + self.stats.completion_tokens
+            if self.budget.room(len(self.journal), self._n_in_flight(), tokens) <= 0:
                 return
-            proposals = self.policy.propose(self.journal, 1, dict(self._in_flight))
-            if not proposals:
-                return
-            self._generate(self._new_job(proposals[0]), self._free_llms.popleft())
+            if self._requeue:
+                proposal, attempt = self._requeue.popleft()
+                if proposal.parent_id is not None and proposal.parent_id not in self.journal:
+                    continue
+            else:
+                proposals = self.policy.propose(self.journal, 1, dict(self._in_flight))
+                if not proposals:
+                    return
+                proposal, attempt = proposals[0], 0
+            self._generate(self._new_job(proposal, attempt), self._free_llms.popleft())
 
-    def _new_job(self, proposal: Proposal) -> Job:
+    def _new_job(self, proposal: Proposal, attempt: int) -> Job:
         self._in_flight[proposal.key] = self._in_flight.get(proposal.key, 0) + 1
         parent = self.journal.get(proposal.parent_id) if proposal.parent_id else None
-        return Job(proposal, secrets.token_hex(6), parent, time.time())
+        job = Job(proposal, secrets.token_hex(6), parent, time.time(), attempt=attempt)
+        self.store.mark_in_flight(job.node_id, proposal)
+        return job
 
     def _generate(self, job: Job, worker: tuple[Any, str]) -> None:
         actor, name = worker
@@ -193,8 +236,8 @@ class SearchLoop:
     def _on_generated(self, job: Job, future: asyncio.Future[Any]) -> None:
         try:
             reply: Reply = future.result()[0]
-        except Exception as exc:
-            self._finish(job, Status.LOST, error=f"LLM actor failed: {_short(exc)}")
+        except Exception as exc:  # a failed LLM call costs this node only
+            self._lose(job, f"LLM call failed: {_short(exc)}")
             return
         job.model = reply.model
         job.llm_seconds += reply.seconds
@@ -227,12 +270,16 @@ class SearchLoop:
         self._running_code[digest] = job.node_id
         self._ready.append(job)
 
-    def _on_executed(self, job: Job, future: asyncio.Future[Any]) -> None:
+    def _on_executed(self, job: Job, future: asyncio.Future[Any], executor: Any) -> None:
         try:
             outcome = future.result()
-        except Exception as exc:
-            self._finish(job, Status.LOST, error=f"executor failed: {_short(exc)}")
+        except Exception as exc:  # a dead executor costs this node only
+            if isinstance(exc, ray.exceptions.RayActorError) and self.restart_executor:
+                executor = self.restart_executor(executor)
+            self._free_execs.append(executor)
+            self._lose(job, f"executor failed: {_short(exc)}")
             return
+        self._free_execs.append(executor)
         result: ExecResult = outcome.result
         status, error = Status(result.status), result.error
         metric_raw = test_raw = None
@@ -248,6 +295,13 @@ class SearchLoop:
             job, status, error=error, result=result, metric_raw=metric_raw, test_raw=test_raw,
             executor=outcome.executor, node_ip=outcome.node_ip,
         )
+
+    def _lose(self, job: Job, error: str) -> None:
+        """Record a node lost to infrastructure and re-propose it once."""
+        self.stats.lost += 1
+        self._finish(job, Status.LOST, error=error)
+        if job.attempt < 1:
+            self._requeue.append((job.proposal, job.attempt + 1))
 
     def _finish(self, job: Job, status: Status, *, error: str = "",
                 result: ExecResult | None = None, metric_raw: float | None = None,
@@ -294,6 +348,9 @@ class SearchLoop:
         previous_best = self.journal.best()
         self.journal.add(node)
         self.store.append(node, test_raw)
+        if error not in (DEADLINE_ERROR, STOPPED_ERROR):
+            # Work stopped by a deadline or Ctrl-C stays marked, so a resume re-proposes it.
+            self.store.clear_in_flight(job.node_id)
         if self.journal.best() is not previous_best and result is not None:
             self.store.write_best(node, result)
         self.policy.observe(node)

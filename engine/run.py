@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import importlib.metadata
 import os
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -24,11 +25,11 @@ from engine.config import RunConfig, load_task_yaml, merge, parse_budget
 from engine.report import summary_facts, write_summary
 from engine.store import RunStore
 from engine.task import PreparedTask, TaskSpec, prepare_task
-from search.errors import EngineError, UserError
+from search.errors import BackendError, EngineError, StoreError, UserError
 from search.journal import Journal
 from search.node import Node
 from search.operators import TaskContext
-from search.policy import make_policy
+from search.policy import Proposal, make_policy
 
 EPILOG = """examples:
   python -m engine.run --data benchmarks/data/concrete-strength/concrete.csv --target strength
@@ -52,32 +53,45 @@ def build_parser() -> argparse.ArgumentParser:
                                     "rmse regression)")
     p.add_argument("--task", type=Path,
                    help="task.yaml holding any of these flags as keys (flags given win)")
+    p.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                   help="continue a stopped run (runs/<run_id>); --budget sets this start's "
+                        "budget (default: what the run had left)")
     p.add_argument("--budget", help="wall-clock budget: 90s, 10m, 2h (default 10m)")
-    p.add_argument("--max-nodes", type=int, help="stop after this many nodes")
+    p.add_argument("--max-nodes", type=int, help="stop after this many nodes in total")
+    p.add_argument("--max-tokens", type=int, help="stop after this many LLM tokens in total")
     p.add_argument("--executors", type=int,
                    help="parallel sandboxed executors (default: cores - 1, at least 1)")
     p.add_argument("--llm", help="llama (embedded default), llama:/path/model.gguf, "
                                  "or scripted:FILE.json (replay, for tests)")
-    p.add_argument("--policy", help="search policy (default greedy)")
+    p.add_argument("--llm-replicas", type=int, help="LLM actors (model copies; default 1)")
+    p.add_argument("--llm-concurrency", type=int,
+                   help="requests each LLM actor serves at once (default 1)")
+    p.add_argument("--policy", help="search policy: greedy or mcts (default greedy)")
     p.add_argument("--seed", type=int, help="seed for splits, policy and sampling (default 0)")
     p.add_argument("--out", type=Path, help="folder for run directories (default runs/)")
     p.add_argument("--exec-timeout", type=float,
                    help="seconds one candidate script may run (default 300)")
+    p.add_argument("--address", help="Ray cluster to join, e.g. auto (default: start a local one)")
     p.add_argument("--quiet", action="store_true", default=None,
                    help="plain log lines instead of the live display")
     return p
 
 
-def config_from_args(args: argparse.Namespace) -> RunConfig:
-    base = load_task_yaml(args.task) if args.task else RunConfig()
-    overrides: dict[str, Any] = {
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {
         "data": args.data, "target": args.target, "test": args.test, "metric": args.metric,
-        "max_nodes": args.max_nodes, "executors": args.executors, "llm": args.llm,
-        "policy": args.policy, "seed": args.seed, "out": args.out,
-        "exec_timeout": args.exec_timeout, "quiet": args.quiet,
+        "max_nodes": args.max_nodes, "max_tokens": args.max_tokens,
+        "executors": args.executors, "llm": args.llm, "llm_replicas": args.llm_replicas,
+        "llm_concurrency": args.llm_concurrency, "policy": args.policy, "seed": args.seed,
+        "out": args.out, "exec_timeout": args.exec_timeout, "quiet": args.quiet,
+        "address": args.address,
         "budget": parse_budget(args.budget) if args.budget is not None else None,
     }
-    return merge(base, overrides).validate()
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    base = load_task_yaml(args.task) if args.task else RunConfig()
+    return merge(base, _overrides(args)).validate()
 
 
 def task_context(task: PreparedTask, seed: int) -> TaskContext:
@@ -104,16 +118,18 @@ def llm_options(config: RunConfig) -> dict[str, Any]:
 class Progress:
     """The live status line (or plain log lines with --quiet)."""
 
-    def __init__(self, console: Console, task: PreparedTask, budget_end: float) -> None:
+    def __init__(self, console: Console, task: PreparedTask, journal: Journal,
+                 budget_end: float) -> None:
         self.console = console
         self.task = task
+        self.journal = journal
         self.budget_end = budget_end
         self.started = time.monotonic()
-        self.journal: Journal | None = None
         self.tokens = 0
+        self.loop: Any = None  # the SearchLoop, once it exists, for in-flight counts
 
-    def node(self, node: Node, journal: Journal, tokens: int) -> None:
-        self.journal, self.tokens = journal, tokens
+    def node(self, node: Node, tokens: int) -> None:
+        self.tokens = tokens
         name = self.task.metric.name
         metric = "" if node.metric_raw is None else f" {name}={node.metric_raw:.5g}"
         error = f"  {node.error[:100]}" if node.error else ""
@@ -126,15 +142,16 @@ class Progress:
     def __rich__(self) -> Text:
         left = max(0.0, self.budget_end - time.monotonic())
         elapsed = max(1e-9, time.monotonic() - self.started)
-        journal = self.journal
-        best = journal.best() if journal else None
-        counts = journal.status_counts() if journal else {}
+        best = self.journal.best()
+        counts = self.journal.status_counts()
         shown = " ".join(f"{k} {v}" for k, v in counts.items() if v)
-        best_text = "-" if best is None else f"{best.metric_raw:.5g}"
+        best_text = "-" if best is None or best.metric_raw is None else f"{best.metric_raw:.5g}"
+        busy = self.loop.snapshot() if self.loop is not None else {}
+        flight = ", ".join(f"{v} {k}" for k, v in busy.items() if v) or "idle"
         return Text(
-            f"nodes {len(journal) if journal else 0} ({shown or 'none yet'}) | best valid "
-            f"{self.task.metric.name} {best_text} | {self.tokens / elapsed:.1f} tok/s | "
-            f"budget left {left:.0f}s",
+            f"nodes {len(self.journal)} ({shown or 'none yet'}) | in flight: {flight} | "
+            f"best valid {self.task.metric.name} {best_text} | "
+            f"{self.tokens / elapsed:.1f} tok/s | budget left {left:.0f}s",
             style="bold",
         )
 
@@ -149,52 +166,130 @@ def versions() -> dict[str, str]:
     return out
 
 
-def run(config: RunConfig, console: Console) -> Path:
-    from engine.loop import Budget, SearchLoop
+def start_ray(config: RunConfig) -> None:
+    import ray
 
+    if config.address:
+        # ray.init(address=...) can wait a long time on an unreachable head: bound it.
+        from concurrent.futures import ThreadPoolExecutor
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        pool = ThreadPoolExecutor(1)
+        attempt = pool.submit(ray.init, address=config.address, log_to_driver=False,
+                              configure_logging=False)
+        try:
+            attempt.result(timeout=60)
+        except FutureTimeout as exc:
+            raise BackendError(f"no Ray cluster answered at {config.address!r} within 60 s; "
+                               "start one with `ray start --head` or drop --address") from exc
+        except Exception as exc:
+            raise BackendError(f"cannot join the Ray cluster at {config.address!r}: "
+                               f"{str(exc).splitlines()[0]}") from exc
+        finally:
+            pool.shutdown(wait=False)
+        return
+    cores = os.cpu_count() or 2
+    ray.init(num_cpus=max(cores, config.executors + config.llm_replicas),
+             include_dashboard=False, object_store_memory=100 * 2**20, log_to_driver=False,
+             configure_logging=False)
+
+
+def new_run(config: RunConfig, console: Console) -> Path:
     if config.data is None or config.target is None:  # validate() guarantees both
         raise UserError("no data: pass --data FILE.csv --target COLUMN")
     spec = TaskSpec(config.data, config.target, config.test, config.metric, config.description)
     task = prepare_task(spec, seed=config.seed)
     options = llm_options(config)
-    policy = make_policy(config.policy, seed=config.seed, num_drafts=config.num_drafts,
-                         debug_prob=config.debug_prob, max_debug_depth=config.max_debug_depth)
     from sandbox import isolation_mode
 
-    started = time.time()
     store = RunStore.create(config.out, task, {
         "config": config.to_json(), "target": task.target, "task_type": task.task_type,
         "metric": task.metric.name, "versions": versions(), "isolation": isolation_mode(),
-        "starts": [{"at": started, "budget": config.budget}],
+        "starts": [], "spent": {},
     })
     console.print(f"run {store.run_id}: {task.task_type} task, target {task.target!r}, metric "
                   f"{task.metric.name}; {len(task.train)} train rows; output {store.root}")
-    journal = Journal()
-    budget = Budget(config.budget, config.max_nodes)
-    progress = Progress(console, task, time.monotonic() + config.budget)
+    return search(store, task, config, options, Journal(), [], console)
+
+
+def resume_run(run_dir: Path, args: argparse.Namespace, console: Console) -> Path:
+    try:
+        store = RunStore.open(run_dir)
+        manifest = store.manifest()
+        task = store.load_task()
+    except StoreError as exc:  # a wrong or altered directory is the user's input to fix
+        raise UserError(f"cannot resume {run_dir}: {exc}") from exc
+    flags = {k: v for k, v in _overrides(args).items() if v is not None}
+    fixed = sorted(set(flags) & {"data", "target", "test", "metric", "seed", "out"})
+    if fixed:
+        raise UserError(f"--resume keeps the run's task; drop {', '.join('--' + f for f in fixed)}")
+    saved = RunConfig.from_json(manifest["config"])
+    spent = manifest.get("spent", {})
+    if "budget" not in flags:
+        flags["budget"] = saved.budget - float(spent.get("seconds", 0.0))
+        if flags["budget"] <= 1:
+            raise UserError(f"{run_dir} has used its {saved.budget:.0f}s budget; "
+                            "pass --budget to give it more, e.g. --budget 30m")
+    config = merge(saved, flags).validate()
+    options = llm_options(config)
+    nodes, tests = store.read_nodes()
+    journal = Journal(nodes)
+    requeue = store.take_in_flight()
+    console.print(f"resuming {store.run_id}: {len(journal)} nodes stored, "
+                  f"{len(requeue)} re-proposed")
+    return search(store, task, config, options, journal, requeue, console, tests)
+
+
+def search(store: RunStore, task: PreparedTask, config: RunConfig, options: dict[str, Any],
+           journal: Journal, requeue: list[Proposal], console: Console,
+           tests: dict[str, float | None] | None = None) -> Path:
+    """One start of a run: Ray up, actors, the loop until a budget ends, then the outputs."""
+    from engine.loop import Budget, SearchLoop
+
+    manifest = store.manifest()
+    starts = manifest.get("starts", [])
+    # Each start gets its own seed stream, so a resumed run does not replay the first one.
+    seed = config.seed + 1000 * len(starts)
+    policy = make_policy(config.policy, seed=seed, num_drafts=config.num_drafts,
+                         debug_prob=config.debug_prob, max_debug_depth=config.max_debug_depth)
+    for node in journal:
+        policy.observe(node)
+    started = time.time()
+    store.update_manifest(starts=[*starts, {"at": started, "budget": config.budget,
+                                            "nodes_before": len(journal)}])
+    before = manifest.get("spent", {})
+    token_budget = None
+    if config.max_tokens is not None:
+        used = int(before.get("prompt_tokens", 0)) + int(before.get("completion_tokens", 0))
+        token_budget = max(0, config.max_tokens - used)
+    budget = Budget(config.budget, config.max_nodes, token_budget)
+    progress = Progress(console, task, journal, time.monotonic() + config.budget)
 
     import ray
 
-    from actors.workers import start_executors, start_llm_actors
+    from actors.workers import ExecutorActor, start_executors, start_llm_actors
 
-    cores = os.cpu_count() or 2
-    ray.init(num_cpus=max(cores, config.executors + 1), include_dashboard=False,
-             object_store_memory=100 * 2**20, log_to_driver=False,
-             configure_logging=False)
+    start_ray(config)
     interrupted = False
-    stats = None
     try:
-        llms = start_llm_actors(config.llm, 1, options)
+        llms = start_llm_actors(config.llm, config.llm_replicas, options,
+                                concurrency=config.llm_concurrency)
         execs = start_executors(config.executors)
         model = ray.get(llms[0].model.remote())  # surfaces a load failure before the loop
         store.update_manifest(model=model)
+        slots = [(actor, f"llm-{i}") for i, actor in enumerate(llms)
+                 for _ in range(config.llm_concurrency)]
+
+        def restart(dead: Any) -> Any:
+            return ExecutorActor.options(num_cpus=1).remote(f"exec-r{secrets.token_hex(2)}")
+
         loop = SearchLoop(
-            task=task, ctx=task_context(task, config.seed), store=store, journal=journal,
-            policy=policy, llm_actors=llms, llm_names=["llm-0"], executors=execs,
-            budget=budget, exec_timeout=config.exec_timeout,
-            on_node=lambda node, s: progress.node(node, journal,
-                                                  s.prompt_tokens + s.completion_tokens),
+            task=task, ctx=task_context(task, seed), store=store, journal=journal,
+            policy=policy, llm_slots=slots, executors=execs, budget=budget,
+            exec_timeout=config.exec_timeout, requeue=requeue, restart_executor=restart,
+            on_node=lambda node, s: progress.node(node, s.prompt_tokens + s.completion_tokens),
         )
+        progress.loop = loop
         try:
             if config.quiet:
                 stats = asyncio.run(loop.run())
@@ -206,15 +301,23 @@ def run(config: RunConfig, console: Console) -> Path:
             stats = loop.stats
     finally:
         ray.shutdown()
+    all_tests = {**(tests or {}), **stats.test_scores}
     spent = {
-        "seconds": time.time() - started, "budget": config.budget, "nodes": len(journal),
-        "prompt_tokens": stats.prompt_tokens, "completion_tokens": stats.completion_tokens,
-        "llm_seconds": stats.llm_seconds, "repairs": stats.repairs,
-        "duplicates": stats.duplicates, "interrupted": interrupted,
+        "seconds": float(before.get("seconds", 0.0)) + time.time() - started,
+        "budget": float(before.get("budget", 0.0)) + config.budget,
+        "nodes": len(journal),
+        "prompt_tokens": int(before.get("prompt_tokens", 0)) + stats.prompt_tokens,
+        "completion_tokens": int(before.get("completion_tokens", 0)) + stats.completion_tokens,
+        "llm_seconds": float(before.get("llm_seconds", 0.0)) + stats.llm_seconds,
+        "repairs": int(before.get("repairs", 0)) + stats.repairs,
+        "duplicates": int(before.get("duplicates", 0)) + stats.duplicates,
+        "lost": int(before.get("lost", 0)) + stats.lost,
+        "overhead_seconds": float(before.get("overhead_seconds", 0.0)) + stats.overhead_seconds,
+        "stopped_by": "user" if interrupted else stats.stopped_by,
     }
-    facts = summary_facts(journal, stats.test_scores, spent)
+    facts = summary_facts(journal, all_tests, spent)
     store.update_manifest(spent=spent, result=facts)
-    summary = write_summary(store.root, task, journal, stats.test_scores, facts)
+    summary = write_summary(store.root, task, journal, all_tests, facts)
     console.print(summary.read_text(), markup=False, highlight=False)
     if interrupted:
         raise KeyboardInterrupt
@@ -225,8 +328,10 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(soft_wrap=True)
     args = build_parser().parse_args(argv)
     try:
-        config = config_from_args(args)
-        run(config, console)
+        if args.resume is not None:
+            resume_run(args.resume, args, console)
+        else:
+            new_run(config_from_args(args), console)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -23,7 +23,8 @@ import pyarrow.parquet as pq
 from engine.task import PreparedTask, load_task, save_task
 from sandbox import ExecResult
 from search.errors import StoreError
-from search.node import Node
+from search.node import Node, Operator
+from search.policy import Proposal
 
 _FLOAT = pa.float64()
 _INT = pa.int64()
@@ -70,6 +71,7 @@ class RunStore:
         try:
             staging.mkdir()
             (staging / "nodes").mkdir()
+            (staging / "inflight").mkdir()
             save_task(task, staging / "task")
             manifest = {**manifest, "run_id": run_id, "data_hash": task.data_hash}
             _write_json(staging / "manifest.json", manifest)
@@ -123,6 +125,28 @@ class RunStore:
         tmp.rename(final)
         return final
 
+    def mark_in_flight(self, node_id: str, proposal: Proposal) -> None:
+        """Note a proposal before its work starts; a driver killed now leaves this behind."""
+        _write_json(self.root / "inflight" / f"{node_id}.json", {
+            "operator": proposal.operator.value, "parent_id": proposal.parent_id,
+            "temperature": proposal.temperature, "hint": proposal.hint,
+        })
+
+    def clear_in_flight(self, node_id: str) -> None:
+        (self.root / "inflight" / f"{node_id}.json").unlink(missing_ok=True)
+
+    def take_in_flight(self) -> list[Proposal]:
+        """Proposals left in flight by the previous start, oldest first; clears them."""
+        folder = self.root / "inflight"
+        entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+        proposals = []
+        for path in entries:
+            data = json.loads(path.read_text())
+            proposals.append(Proposal(Operator(data["operator"]), data["parent_id"],
+                                      data["temperature"], data["hint"]))
+            path.unlink()
+        return proposals
+
     def write_best(self, node: Node, result: ExecResult) -> None:
         """Keep the current best solution runnable on its own: code plus its predictions."""
         best = self.root / "best"
@@ -163,6 +187,7 @@ class RunStore:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
     with open(tmp, "rb+") as handle:
