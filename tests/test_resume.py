@@ -6,6 +6,7 @@ checks that no finished node is lost or duplicated and that the run completes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -91,10 +92,8 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
         proc.wait(timeout=30)
     finally:
         # The driver is gone; take its local Ray processes with it.
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     run = _run_dir(out)
     before = pd.read_parquet(run / "nodes")
     in_flight = list((run / "inflight").glob("*.json"))
