@@ -1,0 +1,122 @@
+"""The embedded llama.cpp backend, run for real on the Qwen2.5-Coder GGUF from its PyPI parts.
+
+Tests marked `slow` load the model (~1 GB, no network) and need the 'local' extra; they fail,
+rather than skip, when it is missing, because the slow CI step installs it. The unmarked tests
+cover the backend's pure logic and its missing-extra error without loading anything.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from actors.llama_backend import MIN_MAX_TOKENS, LlamaLLM, fit_max_tokens
+from actors.llm import make_llm
+from actors.model_assets import MODEL_NAME
+from search.chat import ChatPrompt
+from search.errors import BackendError
+
+CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
+
+
+def test_fit_max_tokens_keeps_a_budget_that_fits() -> None:
+    assert fit_max_tokens(prompt_tokens=1000, max_tokens=2000, n_ctx=8192) == 2000
+    assert fit_max_tokens(prompt_tokens=6192, max_tokens=2000, n_ctx=8192) == 2000
+
+
+def test_fit_max_tokens_shrinks_to_the_room_left() -> None:
+    assert fit_max_tokens(prompt_tokens=7000, max_tokens=2000, n_ctx=8192) == 1192
+    assert fit_max_tokens(prompt_tokens=8192 - MIN_MAX_TOKENS, max_tokens=2000, n_ctx=8192) == (
+        MIN_MAX_TOKENS
+    )
+
+
+def test_fit_max_tokens_refuses_less_than_the_minimum() -> None:
+    with pytest.raises(BackendError, match="leaves 255 of the 8192-token context"):
+        fit_max_tokens(prompt_tokens=8192 - 255, max_tokens=2000, n_ctx=8192)
+    with pytest.raises(BackendError, match="leaves 0 of"):
+        fit_max_tokens(prompt_tokens=9000, max_tokens=2000, n_ctx=8192)
+    # A small request is honoured whole or refused, never cut below itself.
+    assert fit_max_tokens(prompt_tokens=8000, max_tokens=100, n_ctx=8192) == 100
+
+
+def test_missing_llama_cpp_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # makes `import llama_cpp` fail
+    with pytest.raises(BackendError) as info:
+        LlamaLLM()
+    assert str(info.value) == "the embedded LLM needs the 'local' extra: pip install -e '.[local]'"
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[LlamaLLM]:
+    with LlamaLLM(seed=0) as model:
+        yield model
+
+
+def code_prompt() -> ChatPrompt:
+    return ChatPrompt(
+        messages=[
+            {"role": "system", "content": "You are a careful Python programmer."},
+            {
+                "role": "user",
+                "content": "Write a python function that returns the sum of a list, "
+                "in one ```python code block.",
+            },
+        ],
+        max_tokens=200,
+        temperature=0.0,
+        seed=7,
+    )
+
+
+@pytest.mark.slow
+def test_writes_a_python_block_that_parses(llm: LlamaLLM) -> None:
+    [reply] = llm.generate([code_prompt()])
+    blocks = CODE_BLOCK.findall(reply.text)
+    assert blocks, f"no ```python block in: {reply.text!r}"
+    tree = ast.parse(blocks[0])
+    assert any(isinstance(node, ast.FunctionDef) for node in ast.walk(tree))
+    assert reply.prompt_tokens > 0
+    assert reply.completion_tokens > 0
+    assert reply.seconds > 0
+    assert reply.model == llm.model == MODEL_NAME
+    assert reply.finish_reason in {"stop", "length"}
+
+
+@pytest.mark.slow
+def test_greedy_replies_repeat_exactly(llm: LlamaLLM) -> None:
+    # The second call reuses the first one's KV cache, so this also checks that reuse does
+    # not change what greedy decoding picks.
+    first, second = llm.generate([code_prompt(), code_prompt()])
+    assert first.text == second.text
+    assert first.completion_tokens == second.completion_tokens
+
+
+@pytest.mark.slow
+def test_max_tokens_shrinks_to_fit_a_small_context() -> None:
+    with LlamaLLM(n_ctx=512, cache_bytes=0) as small:
+        words = " ".join(f"w{i}" for i in range(60))
+        fits = ChatPrompt(
+            messages=[{"role": "user", "content": f"{words}\nReply with the single word OK."}],
+            max_tokens=4096,  # far more than the 512-token context holds
+            temperature=0.0,
+        )
+        [reply] = small.generate([fits])
+        assert reply.completion_tokens > 0
+        assert reply.prompt_tokens + reply.completion_tokens <= 512
+
+        # ~370 tokens: llama.cpp itself would accept it and silently leave ~120 for the reply.
+        long_words = " ".join(f"w{i}" for i in range(120))
+        too_long = ChatPrompt(messages=[{"role": "user", "content": long_words}], max_tokens=512)
+        with pytest.raises(BackendError, match=r"of the 512-token context for the reply"):
+            small.generate([too_long])
+
+
+@pytest.mark.slow
+def test_spec_with_a_missing_file_is_a_backend_error() -> None:
+    with pytest.raises(BackendError, match=r"no-such\.gguf not found"):
+        make_llm("llama:/nonexistent/no-such.gguf")
