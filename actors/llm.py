@@ -74,7 +74,8 @@ def _scripted(arg: str, options: dict[str, object]) -> LLM:
 def _llama(arg: str, options: dict[str, object]) -> LLM:
     from actors.llama_backend import LlamaLLM
 
-    return LlamaLLM(model_path=arg or None, **options)  # type: ignore[arg-type]
+    options.setdefault("model_path", arg or None)
+    return LlamaLLM(**options)  # type: ignore[arg-type]
 
 
 BACKENDS: dict[str, BackendFactory] = {"scripted": _scripted, "llama": _llama}

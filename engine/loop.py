@@ -133,6 +133,7 @@ class SearchLoop:
         self.stats = LoopStats(nodes=len(journal))
         self._free_llms = deque(llm_slots)
         self._free_execs = deque(executors)
+        self._n_executors = len(executors)
         self._requeue: deque[tuple[Proposal, int]] = deque((p, 0) for p in requeue or ())
         self._ready: deque[Job] = deque()  # code waiting for an executor
         self._pending: dict[asyncio.Future[Any], tuple[str, Job, Any]] = {}
@@ -190,8 +191,9 @@ class SearchLoop:
     def _dispatch(self) -> None:
         while self._ready and self._free_execs:
             self._execute(self._ready.popleft(), self._free_execs.popleft())
-        # Ask for new work only when code is not piling up for the executors.
-        while self._free_llms and len(self._ready) < max(1, len(self._free_execs)):
+        # Generate ahead while code waiting for executors stays under one per executor: a slow
+        # LLM then never leaves executors idle, and waiting code is at most one round stale.
+        while self._free_llms and len(self._ready) < self._n_executors:
             tokens = self.stats.prompt_tokens + self.stats.completion_tokens
             if self.budget.room(len(self.journal), self._n_in_flight(), tokens) <= 0:
                 return
@@ -246,7 +248,7 @@ class SearchLoop:
         self.stats.prompt_tokens += reply.prompt_tokens
         self.stats.completion_tokens += reply.completion_tokens
         self.stats.llm_seconds += reply.seconds
-        parsed = parse_reply(reply.text)
+        parsed = parse_reply(reply.text, self.ctx)
         job.plan = parsed.plan or job.plan
         if parsed.problem and not job.repaired and job.prompt is not None:
             job.repaired = True

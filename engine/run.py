@@ -189,7 +189,8 @@ def start_ray(config: RunConfig) -> None:
             pool.shutdown(wait=False)
         return
     cores = os.cpu_count() or 2
-    ray.init(num_cpus=max(cores, config.executors + config.llm_replicas),
+    # "local" starts a private cluster even when another Ray runs on this machine.
+    ray.init(address="local", num_cpus=max(cores, config.executors + config.llm_replicas),
              include_dashboard=False, object_store_memory=100 * 2**20, log_to_driver=False,
              configure_logging=False)
 
@@ -275,7 +276,11 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig, options: dict
         llms = start_llm_actors(config.llm, config.llm_replicas, options,
                                 concurrency=config.llm_concurrency)
         execs = start_executors(config.executors)
-        model = ray.get(llms[0].model.remote())  # surfaces a load failure before the loop
+        try:  # surfaces a load failure before the loop, as one line
+            model = ray.get(llms[0].model.remote())
+        except ray.exceptions.RayActorError as exc:
+            cause = str(exc).strip().splitlines()[-1]
+            raise BackendError(f"the LLM actor ({config.llm}) failed to start: {cause}") from exc
         store.update_manifest(model=model)
         slots = [(actor, f"llm-{i}") for i, actor in enumerate(llms)
                  for _ in range(config.llm_concurrency)]
@@ -315,6 +320,7 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig, options: dict
         "overhead_seconds": float(before.get("overhead_seconds", 0.0)) + stats.overhead_seconds,
         "stopped_by": "user" if interrupted else stats.stopped_by,
     }
+    store.compact()
     facts = summary_facts(journal, all_tests, spent)
     store.update_manifest(spent=spent, result=facts)
     summary = write_summary(store.root, task, journal, all_tests, facts)

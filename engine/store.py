@@ -44,6 +44,9 @@ SCHEMA = pa.schema(
 )
 
 
+COMPACT_EVERY = 500  # parts merged into a chunk this often, and at the end of every start
+
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
@@ -53,6 +56,7 @@ class RunStore:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._appended = 0
         self.nodes_dir = root / "nodes"
         self.task_dir = root / "task"
         self.manifest_path = root / "manifest.json"
@@ -118,11 +122,37 @@ class RunStore:
         row["test_metric_raw"] = test_metric_raw
         table = pa.Table.from_pylist([row], schema=SCHEMA)
         final = self.nodes_dir / f"part-{node.step:06d}-{node.node_id}.parquet"
-        tmp = final.with_suffix(".tmp")
+        tmp = _hidden_tmp(final)
         pq.write_table(table, tmp)
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         tmp.rename(final)
+        self._appended += 1
+        if self._appended % COMPACT_EVERY == 0:
+            self.compact()
+        return final
+
+    def compact(self) -> Path | None:
+        """Merge single-node parts into one chunk file, so reopening a long run reads a few
+        files instead of thousands (Parquet's per-file cost dominates a 10k-node rebuild).
+
+        The chunk is renamed into place before the parts are deleted; a crash in between
+        leaves rows twice, which `read_rows` drops by node id.
+        """
+        parts = sorted(self.nodes_dir.glob("part-*.parquet"))
+        if len(parts) < 2:
+            return None
+        table = pq.read_table(parts[0], schema=SCHEMA)
+        table = pa.concat_tables([table, *(pq.read_table(p, schema=SCHEMA) for p in parts[1:])])
+        steps = table.column("step").to_pylist()
+        final = self.nodes_dir / f"chunk-{min(steps):06d}-{max(steps):06d}.parquet"
+        tmp = _hidden_tmp(final)
+        pq.write_table(table, tmp)
+        with open(tmp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        tmp.rename(final)
+        for part in parts:
+            part.unlink()
         return final
 
     def mark_in_flight(self, node_id: str, proposal: Proposal) -> None:
@@ -166,24 +196,31 @@ class RunStore:
 
     def read_rows(self) -> list[dict[str, Any]]:
         """Every stored node as a dict, in step order (NaN read back as None)."""
-        parts = sorted(self.nodes_dir.glob("part-*.parquet"))
-        if not parts:
+        files = sorted(self.nodes_dir.glob("chunk-*.parquet"))
+        files += sorted(self.nodes_dir.glob("part-*.parquet"))
+        if not files:
             return []
         try:
-            table = ds.dataset([str(p) for p in parts], schema=SCHEMA, format="parquet").to_table()
+            table = ds.dataset([str(p) for p in files], schema=SCHEMA, format="parquet").to_table()
         except (OSError, pa.ArrowInvalid) as exc:
             raise StoreError(f"cannot read node parts in {self.nodes_dir}: {exc}") from exc
-        rows = [
-            {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
-            for row in table.to_pylist()
-        ]
-        return sorted(rows, key=lambda r: (r["step"], r["node_id"]))
+        rows: dict[str, dict[str, Any]] = {}
+        for row in table.combine_chunks().to_pylist():
+            clean = {k: None if isinstance(v, float) and math.isnan(v) else v
+                     for k, v in row.items()}
+            rows.setdefault(str(clean["node_id"]), clean)
+        return sorted(rows.values(), key=lambda r: (r["step"], r["node_id"]))
 
     def read_nodes(self) -> tuple[list[Node], dict[str, float | None]]:
         """Nodes for the Journal, and the test scores kept apart from them."""
         rows = self.read_rows()
         tests = {r["node_id"]: r.pop("test_metric_raw") for r in rows}
         return [Node.from_record(r) for r in rows], tests
+
+
+def _hidden_tmp(final: Path) -> Path:
+    # A leading dot hides a half-written file from pandas/pyarrow readers of nodes/.
+    return final.parent / f".{final.name}.tmp"
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

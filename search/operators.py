@@ -1,10 +1,14 @@
 """Operators: pure functions from search context to a chat prompt, and from a reply to code.
 
 Prompts are laid out for a small local model: the stable part (system text, task preview,
-harness contract, code skeleton) comes first and is byte-identical for every prompt of a
-task, so llama.cpp reuses its KV cache; the operator-specific part comes last and is short.
-The skeleton already reads the inputs and writes the submission: a 1.5B model can fill in a
-model, it cannot be trusted to get file handling right.
+harness contract) comes first and is byte-identical for every prompt of a task, so llama.cpp
+reuses its KV cache; the operator-specific part comes last and is short.
+
+The model writes only `fit_predict(X, y, X_valid, X_test)`; the engine wraps it in a fixed
+harness that reads the inputs and writes the submission (a 1.5B model can fill in a model, it
+cannot be trusted with file handling, and it confuses the hidden valid split with a split of
+its own). The node's code is the assembled script, so `best/solution.py` runs on its own. A
+reply that is a whole script writing the submission itself is accepted as it is.
 """
 
 from __future__ import annotations
@@ -20,10 +24,13 @@ from search.node import Operator
 from search.policy import Proposal
 
 SYSTEM = (
-    "You are an expert machine learning engineer. You write complete, correct Python "
-    "scripts for tabular data using pandas, numpy, scikit-learn and lightgbm. Reply with a "
-    "plan of one to three sentences, then the whole script in one ```python code block."
+    "You are an expert machine learning engineer. You write correct, concise Python for "
+    "tabular data with pandas, numpy, scikit-learn and lightgbm. Reply with a one-sentence "
+    "plan, then one ```python code block."
 )
+
+MODEL_START = "# ---- model code (written by the LLM) ----"
+MODEL_END = "# ---- end of model code ----"
 
 # Seed 002 / issue 10: API drift that small models trip over, keyed by a marker in the error.
 API_HINTS = (
@@ -56,61 +63,99 @@ class TaskContext:
     max_tokens: int = 1200
 
 
-_READ = """import numpy as np
-import pandas as pd
-
-train = pd.read_csv("input/train.csv")
-valid = pd.read_csv("input/valid.csv")  # features only, no target
-test = pd.read_csv("input/test.csv")  # features only, no target
-TARGET = {target!r}
-y = train[TARGET]
-X = train.drop(columns=[TARGET])
-X_valid, X_test = valid.copy(), test.copy()
-
-# --- preprocessing and model: fit on X, y; transform X_valid and X_test the same way
-model = ...
-model.fit(X, y)
-# --- end
-
-"""
-
-_WRITE = """pd.DataFrame({"prediction": model.predict(X_valid)}).to_csv(
-    "submission/valid.csv", index=False)
-pd.DataFrame({"prediction": model.predict(X_test)}).to_csv(
-    "submission/test.csv", index=False)
-"""
-
-_WRITE_PROBA = """def write(X_part, path):
-    out = pd.DataFrame({"prediction": model.predict(X_part)})
-    for i, label in enumerate(model.classes_):
-        out[f"proba_{label}"] = model.predict_proba(X_part)[:, i]
-    out.to_csv(path, index=False)
-
-write(X_valid, "submission/valid.csv")
-write(X_test, "submission/test.csv")
-"""
+def harness_head(ctx: TaskContext) -> str:
+    return (
+        '"""Solution script: the engine\'s harness around LLM-written model code.\n\n'
+        "Run it in a folder holding input/ (train.csv, valid.csv, test.csv); it writes\n"
+        'submission/valid.csv and submission/test.csv."""\n'
+        "import os\n\n"
+        "import numpy as np\n"
+        "import pandas as pd\n\n"
+        f"TARGET = {ctx.target!r}\n"
+        "train = pd.read_csv(\"input/train.csv\")\n"
+        "X = train.drop(columns=[TARGET])\n"
+        "y = train[TARGET]\n"
+        "X_valid = pd.read_csv(\"input/valid.csv\")  # no target: predict every row\n"
+        "X_test = pd.read_csv(\"input/test.csv\")  # no target: predict every row\n"
+    )
 
 
-def skeleton(ctx: TaskContext) -> str:
-    """A script that already reads the inputs and writes a valid submission."""
-    return _READ.format(target=ctx.target) + (_WRITE_PROBA if ctx.needs_proba else _WRITE)
+def harness_tail(ctx: TaskContext) -> str:
+    labels = f"LABELS = {list(ctx.labels)!r}\n" if ctx.needs_proba else ""
+    if ctx.needs_proba:
+        body = (
+            "    if pred.ndim == 1:  # binary: probability of LABELS[1]\n"
+            "        pred = np.column_stack([1 - pred, pred])\n"
+            "    if pred.ndim != 2 or pred.shape[1] != len(LABELS):\n"
+            "        raise ValueError(f\"fit_predict must return probabilities of shape \"\n"
+            "                         f\"(rows, {len(LABELS)}) for {path}; got {pred.shape}\")\n"
+            "    out = pd.DataFrame({\"prediction\": np.asarray(LABELS)[pred.argmax(axis=1)]})\n"
+            "    for i, label in enumerate(LABELS):\n"
+            "        out[f\"proba_{label}\"] = pred[:, i]\n"
+        )
+    else:
+        body = "    out = pd.DataFrame({\"prediction\": pred.reshape(len(pred), -1)[:, 0]})\n"
+    return (
+        f"\n{labels}\n"
+        "def _write(pred, rows, path):\n"
+        "    pred = np.asarray(pred)\n"
+        "    if len(pred) != len(rows):\n"
+        "        raise ValueError(f\"fit_predict returned {len(pred)} predictions for {path}; \"\n"
+        "                         f\"expected {len(rows)}: predict every row, never split \"\n"
+        "                         \"X_valid or X_test\")\n"
+        + body
+        + "    out.to_csv(path, index=False)\n\n\n"
+        "valid_pred, test_pred = fit_predict(X.copy(), y.copy(), X_valid.copy(), X_test.copy())\n"
+        "os.makedirs(\"submission\", exist_ok=True)\n"
+        "_write(valid_pred, X_valid, \"submission/valid.csv\")\n"
+        "_write(test_pred, X_test, \"submission/test.csv\")\n"
+    )
+
+
+def assemble(ctx: TaskContext, model_code: str) -> str:
+    """The runnable script: harness head, the model's code, harness tail."""
+    return (f"{harness_head(ctx)}\n{MODEL_START}\n{model_code.strip()}\n{MODEL_END}\n"
+            f"{harness_tail(ctx)}")
+
+
+def model_part(code: str) -> str:
+    """The LLM-written part of an assembled script (a whole-script reply is all model code)."""
+    if MODEL_START in code and MODEL_END in code:
+        return code.split(MODEL_START, 1)[1].split(MODEL_END, 1)[0].strip() + "\n"
+    return code
+
+
+def _returns(ctx: TaskContext) -> str:
+    if ctx.needs_proba:
+        return (f"class probabilities, arrays of shape (rows, {len(ctx.labels)}) with columns in "
+                f"the order {list(ctx.labels)} (predict_proba of a model fitted on y)")
+    if ctx.task_type == "regression":
+        return "predicted numbers (1-D arrays)"
+    return f"predicted class labels from {list(ctx.labels)[:10]} (1-D arrays)"
 
 
 def _prefix(ctx: TaskContext) -> str:
     direction = "higher is better" if ctx.maximize else "lower is better"
+    stub = (
+        "def fit_predict(X, y, X_valid, X_test):\n"
+        "    ...  # preprocess, fit on X and y, predict X_valid and X_test\n"
+        "    return valid_pred, test_pred\n"
+    )
     return (
         f"# Task\n{ctx.preview.strip()}\n\n"
-        "# Rules\n"
-        "- Read only input/train.csv, input/valid.csv, input/test.csv. valid and test have no "
-        "target column; the engine scores your predictions on hidden labels "
-        f"({ctx.metric}, {direction}).\n"
-        "- Write submission/valid.csv and submission/test.csv: one row per input row, same "
-        "order, column `prediction`"
-        + (" plus `proba_<label>` columns" if ctx.needs_proba else "")
-        + ".\n"
-        "- Use only the installed library versions listed above. No internet, no GPU. "
-        "Finish in a few minutes.\n\n"
-        f"# Skeleton (keep its input and output code)\n```python\n{skeleton(ctx)}```\n"
+        "# How your code runs\n"
+        "The engine runs this script. You write only the model code between the markers:\n"
+        f"```python\n{harness_head(ctx)}\n{MODEL_START}\n{stub}{MODEL_END}\n\n"
+        "valid_pred, test_pred = fit_predict(X.copy(), y.copy(), X_valid.copy(), X_test.copy())"
+        "\n# ... the engine writes the predictions to submission/\n```\n"
+        "Rules:\n"
+        "- Fit on all of X and y. X_valid and X_test have no target: return a prediction for "
+        "every one of their rows, in order. Never split or drop their rows.\n"
+        f"- Return {_returns(ctx)}. The engine scores them with {ctx.metric} ({direction}) on "
+        "hidden labels.\n"
+        "- Handle missing values and text columns inside fit_predict, transforming X, X_valid "
+        "and X_test the same way.\n"
+        "- Write imports at the top of your code. Do not read or write files.\n"
     )
 
 
@@ -134,8 +179,8 @@ def _code_block(code: str) -> str:
 def draft_prompt(ctx: TaskContext, proposal: Proposal, draft_index: int) -> ChatPrompt:
     idea = proposal.hint or draft_idea(draft_index)
     tail = (
-        "# Your job\nWrite a first complete solution by filling in the skeleton. "
-        f"Use {idea}. Handle missing values and non-numeric columns. Keep it simple."
+        f"# Your job\nWrite the model code (imports and fit_predict) using {idea}. "
+        "Keep it simple and correct."
     )
     return _prompt(ctx, tail, proposal, ctx.max_tokens)
 
@@ -148,10 +193,11 @@ def improve_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal) -> Ch
     score = "n/a" if parent.metric_raw is None else f"{parent.metric_raw:.5g}"
     history = "".join(f"\n- {_one_line(p)}" for p in tried)
     tail = (
-        f"# Current solution (valid {ctx.metric} = {score})\n{_code_block(parent.code)}\n\n"
-        + (f"# Already tried from this solution{history}\n\n" if history else "")
+        f"# Current model code (valid {ctx.metric} = {score})\n"
+        f"{_code_block(model_part(parent.code))}\n\n"
+        + (f"# Already tried from this code{history}\n\n" if history else "")
         + "# Your job\nImprove the score with ONE targeted change: "
-        f"{idea}. Return the whole updated script."
+        f"{idea}. Return the whole updated model code."
     )
     return _prompt(ctx, tail, proposal, ctx.max_tokens)
 
@@ -161,17 +207,17 @@ def debug_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal,
     assert proposal.parent_id is not None
     parent = journal.get(proposal.parent_id)
     error = parent.error or f"status {parent.status.value}"
-    trace = _tail_lines(parent.stderr_tail, 15)
+    trace = _tail_lines(parent.stderr_tail, 12)
     hints = api_hints(error + "\n" + parent.stderr_tail)
     ask = (
         "Make the smallest possible edit that fixes this error; change nothing else."
         if last_resort
-        else "Fix the bug. Return the whole corrected script."
+        else "Fix the bug. Return the whole corrected model code."
     )
     tail = (
-        f"# Script that failed\n{_code_block(parent.code)}\n\n"
+        f"# Model code that failed\n{_code_block(model_part(parent.code))}\n\n"
         f"# Error\n{error}\n"
-        + (f"```\n{trace}\n```\n" if trace else "")
+        + (f"```\n{trace}\n```\n" if trace and trace not in error else "")
         + "".join(f"Hint: {h}\n" for h in hints)
         + f"\n# Your job\n{ask}"
     )
@@ -179,12 +225,12 @@ def debug_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal,
 
 
 def repair_prompt(prompt: ChatPrompt, reply: str, problem: str) -> ChatPrompt:
-    """Re-ask once when a reply has no parseable code, before it costs an execution."""
+    """Re-ask once when a reply has no usable code, before it costs an execution."""
     messages = [
         *prompt.messages,
         {"role": "assistant", "content": reply},
-        {"role": "user", "content": f"{problem} Reply again with the whole script in one "
-                                    "```python code block."},
+        {"role": "user", "content": f"{problem} Reply again with the model code (imports and "
+                                    "fit_predict) in one ```python code block."},
     ]
     return ChatPrompt(messages, prompt.max_tokens, prompt.temperature, prompt.seed + 1,
                       prompt.tag, prompt.stop)
@@ -213,27 +259,34 @@ class Parsed:
 _FENCE = re.compile(r"```[ \t]*(?:python|py|Python)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 
 
-def parse_reply(text: str) -> Parsed:
-    """Split a reply into plan and code; the longest fenced block is the script."""
+def parse_reply(text: str, ctx: TaskContext) -> Parsed:
+    """Split a reply into plan and runnable code; the longest fenced block is the code.
+
+    Model code defining `fit_predict` is wrapped in the harness; a whole script that writes
+    the submission itself is kept as it is.
+    """
     blocks = [b for b in _FENCE.findall(text) if b.strip()]
     if blocks:
         code = max(blocks, key=len)
         plan = text[: text.find("```")].strip()
     else:
         code, plan = text, ""
-    code = code.strip() + "\n"
+    code = model_part(code.strip() + "\n")
     plan = _one_line(plan, 400)
     if not code.strip():
         return Parsed(plan, "", "Your reply contained no code.")
     try:
-        ast.parse(code)
+        tree = ast.parse(code)
     except SyntaxError as exc:
         where = f" (line {exc.lineno})" if exc.lineno else ""
         problem = f"Your code does not parse: SyntaxError: {exc.msg}{where}."
-        return Parsed(plan, code if blocks else "", problem)
-    if not blocks and "import" not in code:
-        return Parsed(plan, "", "Your reply contained no ```python code block.")
-    return Parsed(plan, code, "")
+        return Parsed(plan, assemble(ctx, code) if blocks else "", problem)
+    defines = any(isinstance(n, ast.FunctionDef) and n.name == "fit_predict" for n in tree.body)
+    if defines:
+        return Parsed(plan, assemble(ctx, code), "")
+    if "submission/" in code:
+        return Parsed(plan, code, "")
+    return Parsed(plan, "", "Your code does not define fit_predict(X, y, X_valid, X_test).")
 
 
 def api_hints(error_text: str) -> list[str]:

@@ -7,13 +7,15 @@ import ast
 from search.journal import Journal
 from search.node import Operator, Status
 from search.operators import (
+    MODEL_START,
     TaskContext,
     api_hints,
+    assemble,
     build_prompt,
+    model_part,
     parse_reply,
     repair_prompt,
     self_reported_metric,
-    skeleton,
 )
 from search.policy import Proposal
 from tests.helpers import make_node
@@ -22,31 +24,67 @@ CTX = TaskContext(preview="Predict strength.", target="strength", task_type="reg
                   metric="rmse", maximize=False)
 
 
-def test_parse_reply_takes_longest_block_and_plan() -> None:
-    text = ("I will use a forest.\n```python\nx = 1\n```\nand\n```python\n"
-            "import pandas as pd\ny = 2\n```\n")
-    parsed = parse_reply(text)
+FIT = "def fit_predict(X, y, X_valid, X_test):\n    return X_valid.a, X_test.a\n"
+
+
+def test_parse_reply_wraps_model_code_in_the_harness() -> None:
+    text = f"I will use a forest.\n```python\nx = 1\n```\nand\n```python\nimport os\n{FIT}```\n"
+    parsed = parse_reply(text, CTX)
     assert parsed.plan == "I will use a forest."
-    assert parsed.code == "import pandas as pd\ny = 2\n"
     assert parsed.problem == ""
+    assert MODEL_START in parsed.code and "submission/valid.csv" in parsed.code
+    assert model_part(parsed.code) == "import os\n" + FIT
+    ast.parse(parsed.code)
 
 
-def test_parse_reply_unterminated_fence_and_syntax_error() -> None:
-    assert parse_reply("```python\nimport os\nprint(os.getcwd())\n").problem == ""
-    bad = parse_reply("```python\ndef f(:\n```")
+def test_parse_reply_keeps_a_whole_script() -> None:
+    script = "import pandas as pd\npd.DataFrame().to_csv('submission/valid.csv')\n"
+    parsed = parse_reply(f"```python\n{script}```", CTX)
+    assert parsed.code == script and parsed.problem == ""
+
+
+def test_parse_reply_problems() -> None:
+    assert parse_reply(f"```python\n{FIT}", CTX).problem == ""  # unterminated fence
+    bad = parse_reply("```python\ndef f(:\n```", CTX)
     assert "SyntaxError" in bad.problem and bad.code
+    assert "fit_predict" in parse_reply("```python\nimport os\n```", CTX).problem
+    assert parse_reply("I cannot help with that.", CTX).problem
+    assert parse_reply("", CTX).code == ""
 
 
-def test_parse_reply_without_code() -> None:
-    assert parse_reply("I cannot help with that.").problem
-    assert parse_reply("").code == ""
+def test_assembled_script_runs_and_checks_row_counts(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "input").mkdir()
+    (tmp_path / "input" / "train.csv").write_text("a,strength\n1,2\n3,4\n")
+    (tmp_path / "input" / "valid.csv").write_text("a\n5\n6\n")
+    (tmp_path / "input" / "test.csv").write_text("a\n7\n")
+    good = assemble(CTX, FIT)
+    (tmp_path / "good.py").write_text(good)
+    subprocess.run([sys.executable, "good.py"], cwd=tmp_path, check=True)
+    assert (tmp_path / "submission" / "valid.csv").read_text().split() == ["prediction", "5", "6"]
+    short = assemble(CTX, FIT.replace("return X_valid.a", "return X_valid.a[:1]"))
+    (tmp_path / "short.py").write_text(short)
+    run = subprocess.run([sys.executable, "short.py"], cwd=tmp_path, capture_output=True,
+                         text=True)
+    assert run.returncode != 0 and "never split" in run.stderr
 
 
-def test_skeleton_parses_for_both_shapes() -> None:
-    ast.parse(skeleton(CTX))
-    proba = TaskContext("p", "y", "binary", "roc_auc", True, ("0", "1"), needs_proba=True)
-    assert "proba_" in skeleton(proba)
-    ast.parse(skeleton(proba))
+def test_harness_for_probabilities(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    ctx = TaskContext("p", "y", "binary", "roc_auc", True, ("no", "yes"), needs_proba=True)
+    (tmp_path / "input").mkdir()
+    (tmp_path / "input" / "train.csv").write_text("a,y\n1,no\n3,yes\n")
+    (tmp_path / "input" / "valid.csv").write_text("a\n0.2\n0.9\n")
+    (tmp_path / "input" / "test.csv").write_text("a\n0.7\n")
+    fit = "def fit_predict(X, y, X_valid, X_test):\n    return X_valid.a.values, X_test.a.values\n"
+    (tmp_path / "s.py").write_text(assemble(ctx, fit))
+    subprocess.run([sys.executable, "s.py"], cwd=tmp_path, check=True)
+    lines = (tmp_path / "submission" / "valid.csv").read_text().split()
+    assert lines == ["prediction,proba_no,proba_yes", "no,0.8,0.2", "yes,0.09999999999999998,0.9"]
 
 
 def test_prompts_share_a_byte_identical_prefix() -> None:
