@@ -44,9 +44,9 @@ _DRAIN_GRACE = 2.0  # seconds to keep reading pipes after the candidate's end
 _READ_CHUNK = 1 << 16
 # stderr kept for classification: enough for a long pandas traceback, bounded by output_bytes.
 _CLASSIFY_BYTES = 1 << 16
-# Thread-count variables worth passing through: they keep BLAS/OpenMP from oversubscribing.
-_PASSED_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-               "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "CUDA_VISIBLE_DEVICES")  # fmt: skip
+# Thread-count variables set from Limits.threads: they keep BLAS/OpenMP from oversubscribing.
+_THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+               "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")  # fmt: skip
 
 _plan_lock = threading.Lock()
 _plan: Plan | None = None
@@ -181,7 +181,7 @@ def _lay_out(
             os.chown(path, uid, uid, follow_symlinks=False)
 
 
-def _environment(workdir: Path, plan: Plan) -> dict[str, str]:
+def _environment(workdir: Path, plan: Plan, threads: int) -> dict[str, str]:
     env = {
         "PATH": f"{os.path.join(sys.prefix, 'bin')}:/usr/local/bin:/usr/bin:/bin",
         "HOME": str(workdir),
@@ -193,7 +193,9 @@ def _environment(workdir: Path, plan: Plan) -> dict[str, str]:
         "PYTHONNOUSERSITE": "1",
         "MPLBACKEND": "Agg",
     }
-    env.update({key: os.environ[key] for key in _PASSED_ENV if key in os.environ})
+    env.update({key: str(threads) for key in _THREAD_ENV})
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     if plan.mode != BWRAP:
         env["TMPDIR"] = str(workdir / ".tmp")
     return env
@@ -227,7 +229,7 @@ def _run(
     uid: int | None,
     extra_ro_paths: Sequence[str | Path],
 ) -> ExecResult:
-    env = _environment(workdir, plan)
+    env = _environment(workdir, plan, limits.threads)
     ready_r, ready_w = os.pipe()
     try:
         argv = build_argv(plan, workdir, limits, uid, ready_w, extra_ro_paths)

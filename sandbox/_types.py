@@ -21,11 +21,15 @@ class Limits:
     output_bytes: int = 2_000_000  # of stdout and of stderr each, the newest bytes are kept
     file_bytes: int = 2 * 2**30  # RLIMIT_FSIZE; also the size of the private /tmp
     tail_chars: int = 4000  # characters of stdout/stderr returned
+    threads: int = 1  # OpenMP/BLAS threads: one per executor slot, so candidates never
+    # oversubscribe the cores an LLM or other executors use (contention made a 1 s LightGBM
+    # fit take 63 s beside llama.cpp on 2 cores)
 
     def __post_init__(self) -> None:
         if self.wall_seconds <= 0:
             raise ValueError(f"wall_seconds must be positive, got {self.wall_seconds}")
-        for name in ("memory_bytes", "max_processes", "output_bytes", "file_bytes", "tail_chars"):
+        for name in ("memory_bytes", "max_processes", "output_bytes", "file_bytes", "tail_chars",
+                     "threads"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 

@@ -60,7 +60,7 @@ class TaskContext:
     labels: tuple[str, ...] = ()
     needs_proba: bool = False
     seed: int = 0
-    max_tokens: int = 1200
+    max_tokens: int = 900  # a fit_predict fits in ~400 tokens; the cap bounds rambling replies
 
 
 def harness_head(ctx: TaskContext) -> str:
@@ -136,26 +136,27 @@ def _returns(ctx: TaskContext) -> str:
 
 def _prefix(ctx: TaskContext) -> str:
     direction = "higher is better" if ctx.maximize else "lower is better"
-    stub = (
+    # The harness is described, not shown: shown, a small model copies its file handling.
+    return (
+        f"# Task\n{ctx.preview.strip()}\n\n"
+        "# What you write\n"
+        "Only the model code: imports and one function\n"
+        "```python\n"
         "def fit_predict(X, y, X_valid, X_test):\n"
         "    ...  # preprocess, fit on X and y, predict X_valid and X_test\n"
         "    return valid_pred, test_pred\n"
-    )
-    return (
-        f"# Task\n{ctx.preview.strip()}\n\n"
-        "# How your code runs\n"
-        "The engine runs this script. You write only the model code between the markers:\n"
-        f"```python\n{harness_head(ctx)}\n{MODEL_START}\n{stub}{MODEL_END}\n\n"
-        "valid_pred, test_pred = fit_predict(X.copy(), y.copy(), X_valid.copy(), X_test.copy())"
-        "\n# ... the engine writes the predictions to submission/\n```\n"
+        "```\n"
+        "The engine has already loaded the data: X (train features, pandas DataFrame), y (the "
+        f"`{ctx.target}` column, a Series), X_valid and X_test (features only, no target). It "
+        "calls fit_predict and writes the predictions to the submission files itself.\n"
         "Rules:\n"
-        "- Fit on all of X and y. X_valid and X_test have no target: return a prediction for "
-        "every one of their rows, in order. Never split or drop their rows.\n"
+        "- Fit on all of X and y. Return a prediction for every row of X_valid and of X_test, "
+        "in order. Never split or drop their rows.\n"
         f"- Return {_returns(ctx)}. The engine scores them with {ctx.metric} ({direction}) on "
         "hidden labels.\n"
         "- Handle missing values and text columns inside fit_predict, transforming X, X_valid "
         "and X_test the same way.\n"
-        "- Write imports at the top of your code. Do not read or write files.\n"
+        "- Do not read or write files. Do not compute the metric yourself.\n"
     )
 
 

@@ -365,3 +365,9 @@ def test_classify(
     expected: tuple[str, int | None, str],
 ) -> None:
     assert classify(returncode, timed_out, stderr, "import x\n1/0\n", 30.0, offset) == expected
+
+
+def test_thread_limits_reach_the_candidate() -> None:
+    code = "import os\nprint(os.environ['OMP_NUM_THREADS'], os.environ['OPENBLAS_NUM_THREADS'])\n"
+    result = run_script(code, {}, Limits(wall_seconds=30, threads=3))
+    assert result.status == "ok" and result.stdout_tail.split() == ["3", "3"]
