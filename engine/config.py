@@ -62,6 +62,7 @@ class RunConfig:
     seed: int = 0
     out: Path = Path("runs")
     exec_timeout: float = 300.0
+    baseline: bool = True  # start with the engine's LightGBM root (operator=baseline)
     quiet: bool = False
     num_drafts: int = 3
     debug_prob: float = 0.5

@@ -24,9 +24,11 @@ from engine.task import PreparedTask
 from sandbox import ExecResult, Limits
 from search.chat import ChatPrompt, Reply
 from search.journal import Journal
-from search.node import Node, Status, code_hash
+from search.node import Node, Operator, Status, code_hash
 from search.operators import (
     TaskContext,
+    assemble,
+    baseline_code,
     build_prompt,
     parse_reply,
     repair_prompt,
@@ -189,6 +191,13 @@ class SearchLoop:
         return sum(self._in_flight.values())
 
     def _dispatch(self) -> None:
+        while self._requeue and self._requeue[0][0].operator is Operator.BASELINE:
+            # The engine writes this root itself: no LLM call, straight to an executor.
+            job = self._new_job(self._requeue.popleft()[0], 0)
+            job.plan = "LightGBM with default settings on prepared features (engine baseline)"
+            job.code = assemble(self.ctx, baseline_code(self.ctx))
+            job.queued_at = time.time()
+            self._ready.append(job)
         while self._ready and self._free_execs:
             self._execute(self._ready.popleft(), self._free_execs.popleft())
         # Generate ahead while code waiting for executors stays under one per executor: a slow

@@ -27,7 +27,7 @@ from engine.store import RunStore
 from engine.task import PreparedTask, TaskSpec, prepare_task
 from search.errors import BackendError, EngineError, StoreError, UserError
 from search.journal import Journal
-from search.node import Node
+from search.node import Node, Operator
 from search.operators import TaskContext
 from search.policy import Proposal, make_policy
 
@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exec-timeout", type=float,
                    help="seconds one candidate script may run (default 300)")
     p.add_argument("--address", help="Ray cluster to join, e.g. auto (default: start a local one)")
+    p.add_argument("--no-baseline", dest="baseline", action="store_false", default=None,
+                   help="skip the engine's LightGBM baseline root node")
     p.add_argument("--quiet", action="store_true", default=None,
                    help="plain log lines instead of the live display")
     return p
@@ -84,7 +86,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "executors": args.executors, "llm": args.llm, "llm_replicas": args.llm_replicas,
         "llm_concurrency": args.llm_concurrency, "policy": args.policy, "seed": args.seed,
         "out": args.out, "exec_timeout": args.exec_timeout, "quiet": args.quiet,
-        "address": args.address,
+        "address": args.address, "baseline": args.baseline,
         "budget": parse_budget(args.budget) if args.budget is not None else None,
     }
 
@@ -255,6 +257,8 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig, options: dict
                          debug_prob=config.debug_prob, max_debug_depth=config.max_debug_depth)
     for node in journal:
         policy.observe(node)
+    if config.baseline and not any(n.operator is Operator.BASELINE for n in journal):
+        requeue = [Proposal(Operator.BASELINE), *requeue]
     started = time.time()
     store.update_manifest(starts=[*starts, {"at": started, "budget": config.budget,
                                             "nodes_before": len(journal)}])

@@ -80,7 +80,8 @@ class Journal:
 
     @property
     def draft_nodes(self) -> list[Node]:
-        return [n for n in self.children(None) if n.operator is not Operator.REFLECT]
+        """LLM-written roots; the engine's baseline root is not a draft."""
+        return [n for n in self.children(None) if n.operator is Operator.DRAFT]
 
     @property
     def good_nodes(self) -> list[Node]:

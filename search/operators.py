@@ -45,6 +45,19 @@ API_HINTS = (
      "`pd.get_dummies` on train+valid+test together, or drop them."),
     ("Unknown label type", "The target is continuous: use a regressor, not a classifier."),
     ("append", "`DataFrame.append` was removed in pandas 2: use `pd.concat([a, b])`."),
+    ("HistGradientBoosting", "HistGradientBoosting models take `max_iter`, not `n_estimators`."),
+    ("non-iterable NoneType", "fit_predict must end with `return valid_pred, test_pred`."),
+    ("feature names should match", "Transform X_valid and X_test exactly like X: call "
+     "`X, X_valid, X_test = prepare(X, X_valid, X_test)` after your feature engineering."),
+    ("number of features in data", "Transform X_valid and X_test exactly like X: call "
+     "`X, X_valid, X_test = prepare(X, X_valid, X_test)` after your feature engineering."),
+    ("unknown categories", "Use `prepare(X, X_valid, X_test)` instead of a OneHotEncoder, or "
+     "pass `handle_unknown='ignore'`."),
+    ("at least one dataset", "lightgbm early stopping needs `eval_set=[(X_val, y_val)]` in "
+     "fit(); or drop the early_stopping callback."),
+    ("cannot import name", "That name does not exist in the installed version: import it from "
+     "the right module or use another approach."),
+    ("is not defined", "Define or import every name you use inside the model code."),
 )
 
 
@@ -63,21 +76,49 @@ class TaskContext:
     max_tokens: int = 900  # a fit_predict fits in ~400 tokens; the cap bounds rambling replies
 
 
+_HEAD = '''"""Solution script: the engine's harness around LLM-written model code.
+
+Run it in a folder holding input/ (train.csv, valid.csv, test.csv); it writes
+submission/valid.csv and submission/test.csv.
+"""
+import os
+import re
+
+import numpy as np
+import pandas as pd
+
+TARGET = __TARGET__
+train = pd.read_csv("input/train.csv")
+X = train.drop(columns=[TARGET])
+y = train[TARGET]
+X_valid = pd.read_csv("input/valid.csv")  # no target: predict every row
+X_test = pd.read_csv("input/test.csv")  # no target: predict every row
+
+
+def prepare(X, X_valid, X_test, max_levels=20):
+    """One-hot encode text columns and fill missing values the same way for all three
+    frames; returns three numeric DataFrames with identical columns."""
+    frames = pd.concat([X, X_valid, X_test], keys=["train", "valid", "test"])
+    text = list(frames.select_dtypes(exclude="number").columns)
+    for col in text:  # ids and free text would explode the one-hot: keep common values
+        common = frames[col].value_counts().index[:max_levels]
+        frames[col] = frames[col].where(frames[col].isin(common), "other")
+    frames = pd.get_dummies(frames, columns=text, dummy_na=True, dtype=float)
+    frames = frames.fillna(frames.loc["train"].median(numeric_only=True)).fillna(0.0)
+    names, seen = [], set()
+    for col in frames.columns:  # lightgbm rejects some characters in feature names
+        name = re.sub(r"[^0-9A-Za-z_]", "_", str(col))
+        while name in seen:
+            name += "_"
+        seen.add(name)
+        names.append(name)
+    frames.columns = names
+    return frames.loc["train"], frames.loc["valid"], frames.loc["test"]
+'''
+
+
 def harness_head(ctx: TaskContext) -> str:
-    return (
-        '"""Solution script: the engine\'s harness around LLM-written model code.\n\n'
-        "Run it in a folder holding input/ (train.csv, valid.csv, test.csv); it writes\n"
-        'submission/valid.csv and submission/test.csv."""\n'
-        "import os\n\n"
-        "import numpy as np\n"
-        "import pandas as pd\n\n"
-        f"TARGET = {ctx.target!r}\n"
-        "train = pd.read_csv(\"input/train.csv\")\n"
-        "X = train.drop(columns=[TARGET])\n"
-        "y = train[TARGET]\n"
-        "X_valid = pd.read_csv(\"input/valid.csv\")  # no target: predict every row\n"
-        "X_test = pd.read_csv(\"input/test.csv\")  # no target: predict every row\n"
-    )
+    return _HEAD.replace("__TARGET__", repr(ctx.target))
 
 
 def harness_tail(ctx: TaskContext) -> str:
@@ -134,6 +175,24 @@ def _returns(ctx: TaskContext) -> str:
     return f"predicted class labels from {list(ctx.labels)[:10]} (1-D arrays)"
 
 
+def _predict_call(ctx: TaskContext) -> str:
+    method = "predict_proba" if ctx.needs_proba else "predict"
+    return f"model.{method}(X_valid), model.{method}(X_test)"
+
+
+def baseline_code(ctx: TaskContext) -> str:
+    """The engine's own root: LightGBM with default settings on `prepare`d features."""
+    kind = "LGBMRegressor" if ctx.task_type == "regression" else "LGBMClassifier"
+    return (
+        "import lightgbm as lgb\n\n\n"
+        "def fit_predict(X, y, X_valid, X_test):\n"
+        "    X, X_valid, X_test = prepare(X, X_valid, X_test)\n"
+        f"    model = lgb.{kind}(random_state=0, verbose=-1)\n"
+        "    model.fit(X, y)\n"
+        f"    return {_predict_call(ctx)}\n"
+    )
+
+
 def _prefix(ctx: TaskContext) -> str:
     direction = "higher is better" if ctx.maximize else "lower is better"
     # The harness is described, not shown: shown, a small model copies its file handling.
@@ -143,19 +202,23 @@ def _prefix(ctx: TaskContext) -> str:
         "Only the model code: imports and one function\n"
         "```python\n"
         "def fit_predict(X, y, X_valid, X_test):\n"
-        "    ...  # preprocess, fit on X and y, predict X_valid and X_test\n"
-        "    return valid_pred, test_pred\n"
+        "    X, X_valid, X_test = prepare(X, X_valid, X_test)\n"
+        "    model = ...  # choose and configure a model\n"
+        "    model.fit(X, y)\n"
+        f"    return {_predict_call(ctx)}\n"
         "```\n"
         "The engine has already loaded the data: X (train features, pandas DataFrame), y (the "
         f"`{ctx.target}` column, a Series), X_valid and X_test (features only, no target). It "
-        "calls fit_predict and writes the predictions to the submission files itself.\n"
+        "calls fit_predict and writes the predictions to the submission files itself. "
+        "`prepare(X, X_valid, X_test)` is defined for you: it one-hot encodes text columns "
+        "and fills missing values, returning three numeric DataFrames with the same columns; "
+        "add your own feature engineering before calling it.\n"
         "Rules:\n"
         "- Fit on all of X and y. Return a prediction for every row of X_valid and of X_test, "
         "in order. Never split or drop their rows.\n"
         f"- Return {_returns(ctx)}. The engine scores them with {ctx.metric} ({direction}) on "
         "hidden labels.\n"
-        "- Handle missing values and text columns inside fit_predict, transforming X, X_valid "
-        "and X_test the same way.\n"
+        "- Transform X, X_valid and X_test the same way.\n"
         "- Do not read or write files. Do not compute the metric yourself.\n"
     )
 

@@ -37,7 +37,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (tmp / "task.yaml").write_text(
         "data: train.csv\ntarget: y\nllm: scripted:replies.json\nnum_drafts: 2\n"
         "debug_prob: 1.0\nmax_nodes: 6\nexecutors: 1\nbudget: 5m\nquiet: true\n"
-        "exec_timeout: 120\n"
+        "exec_timeout: 120\nbaseline: false\n"
     )
     assert main(["--task", str(tmp / "task.yaml"), "--out", str(tmp / "runs")]) == 0
     (run,) = [p for p in (tmp / "runs").iterdir() if not p.name.startswith(".")]
@@ -97,3 +97,27 @@ def test_hidden_labels_never_reach_the_candidate(run_dir: Path) -> None:
     for name in ("valid.csv", "test.csv"):
         header = inputs[name].decode().splitlines()[0].split(",")
         assert "y" not in header
+
+
+@pytest.mark.parametrize("metric", ["roc_auc", "f1"])
+def test_baseline_root_on_a_classification_task(tmp_path: Path, metric: str) -> None:
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=(2, 300))
+    frame = pd.DataFrame({"a": a, "b": b, "colour": rng.choice(["red", "blue", None], 300),
+                          "label": np.where(a + 0.5 * b > 0, "yes", "no")})
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    out = tmp_path / "runs"
+    argv = ["--data", str(tmp_path / "d.csv"), "--target", "label", "--metric", metric,
+            "--llm", f"scripted:{SCRIPT}", "--max-nodes", "1", "--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    (run,) = [p for p in out.iterdir() if not p.name.startswith(".")]
+    rows = pd.read_parquet(run / "nodes")
+    (root,) = rows.itertuples()
+    assert root.operator == "baseline" and root.status == "ok", root.error
+    assert pd.isna(root.parent_id) and root.prompt_tokens == 0
+    assert root.metric_raw > 0.85  # a separable problem: LightGBM must do well
+    assert "LGBMClassifier" in root.code and "def prepare" in root.code
+    valid = pd.read_csv(run / "best" / "submission" / "valid.csv")
+    assert set(valid.prediction) <= {"yes", "no"}
+    if metric == "roc_auc":
+        assert {"proba_no", "proba_yes"} <= set(valid.columns)
