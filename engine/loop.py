@@ -13,7 +13,7 @@ import secrets
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import ray
@@ -141,6 +141,7 @@ class SearchLoop:
         self._pending: dict[asyncio.Future[Any], tuple[str, Job, Any]] = {}
         self._in_flight: dict[InFlightKey, int] = {}
         self._running_code: dict[str, str] = {}  # code hash -> node id, queued or executing
+        self._requests = 0
         self._inputs_ref = ray.put(task.inputs())  # sent once; every executor reads this ref
 
     # ---- public ------------------------------------------------------------------------
@@ -227,7 +228,12 @@ class SearchLoop:
     def _generate(self, job: Job, worker: tuple[Any, str]) -> None:
         actor, name = worker
         if job.prompt is None:
-            job.prompt = build_prompt(self.ctx, job.proposal, self.journal)
+            # A seed per request: the same prompt twice (improving one parent) must be free to
+            # give two different replies; seeded from the run seed and step, so reproducible.
+            self._requests += 1
+            job.prompt = replace(build_prompt(self.ctx, job.proposal, self.journal),
+                                 seed=self.ctx.seed * 100_003 + len(self.journal) * 101
+                                 + self._requests)
         job.llm_actor = name
         future = asyncio.ensure_future(_await(actor.generate.remote([job.prompt])))
         self._pending[future] = ("llm", job, worker)

@@ -114,7 +114,11 @@ def llm_options(config: RunConfig) -> dict[str, Any]:
     path = config.llm.partition(":")[2] or str(embedded_model_path())
     if not Path(path).is_file():
         raise UserError(f"model file {path} not found; pass --llm llama:/path/to/model.gguf")
-    return {"model_path": path, "seed": config.seed}
+    # llama.cpp threads spin at every barrier: one preempted by a candidate stalls them all
+    # (measured: LightGBM beside a 2-thread llama on 2 cores went from 1.4 s to 64 s, and the
+    # LLM call from 13 s to 70 s). So the LLM gets the cores the executors leave free.
+    threads = max(1, (os.cpu_count() or 2) - config.executors)
+    return {"model_path": path, "seed": config.seed, "n_threads": threads}
 
 
 class Progress:

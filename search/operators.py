@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from search.chat import ChatPrompt
 from search.ideas import draft_idea, improve_idea
+from search.imports import fix_imports
 from search.journal import Journal
 from search.node import Operator
 from search.policy import Proposal
@@ -55,6 +56,8 @@ API_HINTS = (
      "pass `handle_unknown='ignore'`."),
     ("at least one dataset", "lightgbm early stopping needs `eval_set=[(X_val, y_val)]` in "
      "fit(); or drop the early_stopping callback."),
+    ("cannot import name 'HistGradientBoosting", "HistGradientBoosting models live in "
+     "scikit-learn: `from sklearn.ensemble import HistGradientBoostingRegressor`."),
     ("cannot import name", "That name does not exist in the installed version: import it from "
      "the right module or use another approach."),
     ("is not defined", "Define or import every name you use inside the model code."),
@@ -345,6 +348,7 @@ def parse_reply(text: str, ctx: TaskContext) -> Parsed:
         where = f" (line {exc.lineno})" if exc.lineno else ""
         problem = f"Your code does not parse: SyntaxError: {exc.msg}{where}."
         return Parsed(plan, assemble(ctx, code) if blocks else "", problem)
+    code = fix_imports(code)
     defines = any(isinstance(n, ast.FunctionDef) and n.name == "fit_predict" for n in tree.body)
     if defines:
         return Parsed(plan, assemble(ctx, code), "")
