@@ -82,7 +82,7 @@ def write_summary(root: Path, task: PreparedTask, journal: Journal,
         "## Files",
         "",
         "- `best/solution.py`, `best/submission/`: the best solution and its predictions",
-        "- `nodes/part-*.parquet`: every node (open with `pandas.read_parquet('nodes')`)",
+        "- `nodes/*.parquet`: every node (open with `pandas.read_parquet('nodes')`)",
         "- `manifest.json`: configuration, data hash, budget spent",
         "",
     ]
