@@ -65,7 +65,8 @@ def write_summary(root: Path, task: PreparedTask, journal: Journal,
         f"- tokens: {tokens} ({facts.get('prompt_tokens', 0)} prompt, "
         f"{facts.get('completion_tokens', 0)} completion), "
         f"LLM {facts.get('llm_seconds', 0.0):.0f}s",
-        f"- time: {facts.get('seconds', 0.0):.0f}s of a {facts.get('budget', 0.0):.0f}s budget",
+        f"- time: {facts.get('seconds', 0.0):.0f}s of a {facts.get('budget', 0.0):.0f}s budget"
+        + (f"; stopped by {facts['stopped_by']}" if facts.get("stopped_by") else ""),
         "",
     ]
     path = best_path(journal)

@@ -133,9 +133,13 @@ class Progress:
         self.started = time.monotonic()
         self.tokens = 0
         self.loop: Any = None  # the SearchLoop, once it exists, for in-flight counts
+        self.per_worker: dict[str, int] = {}  # nodes finished per LLM actor and executor
 
     def node(self, node: Node, tokens: int) -> None:
         self.tokens = tokens
+        for worker in (node.llm_actor, node.executor):
+            if worker:
+                self.per_worker[worker] = self.per_worker.get(worker, 0) + 1
         name = self.task.metric.name
         metric = "" if node.metric_raw is None else f" {name}={node.metric_raw:.5g}"
         error = f"  {node.error[:100]}" if node.error else ""
@@ -154,8 +158,10 @@ class Progress:
         best_text = "-" if best is None or best.metric_raw is None else f"{best.metric_raw:.5g}"
         busy = self.loop.snapshot() if self.loop is not None else {}
         flight = ", ".join(f"{v} {k}" for k, v in busy.items() if v) or "idle"
+        workers = " ".join(f"{k}:{v}" for k, v in sorted(self.per_worker.items()))
         return Text(
             f"nodes {len(self.journal)} ({shown or 'none yet'}) | in flight: {flight} | "
+            f"done per worker {workers or '-'} | "
             f"best valid {self.task.metric.name} {best_text} | "
             f"{self.tokens / elapsed:.1f} tok/s | budget left {left:.0f}s",
             style="bold",

@@ -110,3 +110,32 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
     for note in in_flight:
         data = json.loads(note.read_text()) if note.exists() else None
         assert data is None or data["operator"] in set(after.operator)
+
+
+def test_ctrl_c_stops_gracefully(tmp_path: Path) -> None:
+    task = _task(tmp_path, 0.4, 40)
+    out = tmp_path / "runs"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.run", "--task", str(task), "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(list(out.glob("*/nodes/part-*"))) < 2:
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "finished nodes are stored" in err
+    run = _run_dir(out)
+    rows = pd.read_parquet(run / "nodes")
+    assert len(rows) >= 2 and rows.node_id.is_unique
+    manifest = RunStore.open(run).manifest()
+    assert manifest["spent"]["stopped_by"] == "user"
+    assert "stopped by user" in (run / "summary.md").read_text()
+    # Whatever was cut short is marked, so a resume proposes it again.
+    stopped = rows[rows.error == "stopped by the user"]
+    assert len(list((run / "inflight").glob("*.json"))) == len(stopped)
