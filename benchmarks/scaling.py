@@ -404,7 +404,7 @@ def measure_rebuild(task: PreparedTask, workdir: Path, count: int = 10_000,
 
     # The same steps as RunStore.read_rows / read_nodes, timed one by one.
     t0 = time.perf_counter()
-    parts = sorted(store.nodes_dir.glob("part-*.parquet"))
+    parts = sorted(store.nodes_dir.glob("*.parquet"))  # chunks after compaction, plus parts
     t1 = time.perf_counter()
     table = ds.dataset([str(p) for p in parts], schema=SCHEMA, format="parquet").to_table()
     t2 = time.perf_counter()
@@ -457,7 +457,7 @@ ovh ms/node = LoopStats.overhead_seconds / nodes (propose+schedule+score+store, 
 def rebuild_text(r: RebuildResult) -> str:
     verdict = "ok" if r.total_seconds < REBUILD_TARGET_S else "SLOWER than target"
     return (
-        f"journal rebuild, {r.nodes} nodes in {r.parts} parts: read_nodes "
+        f"journal rebuild, {r.nodes} nodes in {r.parts} Parquet files: read_nodes "
         f"{r.read_nodes_seconds:.2f} s + Journal {r.journal_seconds:.3f} s = "
         f"{r.total_seconds:.2f} s (target < {REBUILD_TARGET_S:.0f} s: {verdict})\n"
         f"  breakdown: list parts {r.list_parts_seconds:.3f} s, parquet read "

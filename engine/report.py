@@ -1,4 +1,8 @@
-"""What a run leaves for a person: `summary.md`, one screen, readable without our code."""
+"""What a run leaves for a person: `summary.md`, one screen, readable without our code.
+
+The facts are gathered here once and rendered twice: as Markdown into `summary.md` and, by
+`engine.show`, as rich tables in the terminal.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,22 @@ from typing import Any
 
 from engine.task import PreparedTask
 from search.journal import Journal
+
+# Rows of the best path shown before eliding the middle: the summary must stay one screen even
+# after a long chain of improvements.
+MAX_PATH_ROWS = 12
+TOP_ERRORS = 3
+
+# Where a run's files are, in the order a person wants them.
+FILES: tuple[tuple[str, str], ...] = (
+    ("best/solution.py", "the best solution; runs on its own next to an input/ folder"),
+    ("best/submission/", "its valid and test predictions"),
+    ("good/", "the top distinct working solutions, best first"),
+    ("tree.html", "the search tree: open it in a browser, click a node"),
+    ("plots/", "best score over time, nodes by status, worker timeline"),
+    ("nodes/*.parquet", "every node (pandas.read_parquet('nodes'))"),
+    ("manifest.json", "configuration, data hash, budget spent"),
+)
 
 
 def _fmt(value: float | None) -> str:
@@ -23,6 +43,22 @@ def best_path(journal: Journal) -> list[dict[str, Any]]:
          "metric_raw": n.metric_raw}
         for n in journal.ancestors(best.node_id)
     ]
+
+
+def shown_path(journal: Journal) -> list[tuple[str, dict[str, Any] | None]]:
+    """The best path as (step number, row) pairs, its middle elided (row None) when long."""
+    path = [(str(i), row) for i, row in enumerate(best_path(journal))]
+    if len(path) <= MAX_PATH_ROWS:
+        return list(path)
+    head, tail = 3, MAX_PATH_ROWS - 4
+    return [*path[:head], ("...", None), *path[-tail:]]
+
+
+def top_errors(journal: Journal, n: int = TOP_ERRORS) -> list[tuple[str, int]]:
+    """The most common kinds of failure: the error's text before its first colon."""
+    return Counter(
+        node.error.split(":")[0][:60] for node in journal if node.is_buggy and node.error
+    ).most_common(n)
 
 
 def summary_facts(journal: Journal, tests: dict[str, float | None],
@@ -42,49 +78,54 @@ def summary_facts(journal: Journal, tests: dict[str, float | None],
     }
 
 
+def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type: str,
+             metric: str, maximize: bool) -> list[tuple[str, str]]:
+    """The headline facts of a run as (label, value) pairs, shared by summary.md and show."""
+    best = journal.best()
+    direction = "higher" if maximize else "lower"
+    counts = ", ".join(f"{k} {v}" for k, v in journal.status_counts().items() if v)
+    prompt, completion = facts.get("prompt_tokens", 0), facts.get("completion_tokens", 0)
+    stopped = f"; stopped by {facts['stopped_by']}" if facts.get("stopped_by") else ""
+    return [
+        ("task", f"predict `{target}` ({task_type}), metric {metric} ({direction} is better)"),
+        (f"best valid {metric}",
+         _fmt(facts.get("best_valid"))
+         + (f" (node {best.node_id}, {best.operator.value})" if best else " (no working node)")),
+        (f"its test {metric}", _fmt(facts.get("best_test")) + " (reported only, never searched)"),
+        ("nodes", f"{len(journal)} ({counts or 'none'})"),
+        ("drafts that ran without a debug step",
+         f"{facts.get('drafts_ok_without_debug', 0)} of {facts.get('drafts_run', 0)}"),
+        ("tokens", f"{prompt + completion} ({prompt} prompt, {completion} completion), "
+                   f"LLM {facts.get('llm_seconds', 0.0):.0f}s"),
+        ("time", f"{facts.get('seconds', 0.0):.0f}s of a {facts.get('budget', 0.0):.0f}s "
+                 f"budget{stopped}"),
+    ]
+
+
 def write_summary(root: Path, task: PreparedTask, journal: Journal,
                   tests: dict[str, float | None], facts: dict[str, Any]) -> Path:
-    best = journal.best()
-    direction = "higher" if task.metric.maximize else "lower"
-    counts = ", ".join(f"{k} {v}" for k, v in journal.status_counts().items() if v)
-    errors = Counter(
-        n.error.split(":")[0][:60] for n in journal if n.is_buggy and n.error
-    ).most_common(3)
-    tokens = facts.get("prompt_tokens", 0) + facts.get("completion_tokens", 0)
-    lines = [
-        f"# Run {root.name}",
-        "",
-        f"- task: predict `{task.target}` ({task.task_type}), metric {task.metric.name} "
-        f"({direction} is better)",
-        f"- best valid {task.metric.name}: {_fmt(facts.get('best_valid'))}"
-        f" | its test {task.metric.name}: {_fmt(facts.get('best_test'))}"
-        + (f" (node {best.node_id}, {best.operator.value})" if best else " (no working node)"),
-        f"- nodes: {len(journal)} ({counts or 'none'})",
-        f"- drafts that ran without a debug step: {facts.get('drafts_ok_without_debug', 0)}"
-        f" of {facts.get('drafts_run', 0)}",
-        f"- tokens: {tokens} ({facts.get('prompt_tokens', 0)} prompt, "
-        f"{facts.get('completion_tokens', 0)} completion), "
-        f"LLM {facts.get('llm_seconds', 0.0):.0f}s",
-        f"- time: {facts.get('seconds', 0.0):.0f}s of a {facts.get('budget', 0.0):.0f}s budget"
-        + (f"; stopped by {facts['stopped_by']}" if facts.get("stopped_by") else ""),
-        "",
-    ]
-    path = best_path(journal)
+    lines = [f"# Run {root.name}", ""]
+    lines += [f"- {label}: {value}" for label, value in overview(
+        journal, facts, target=task.target, task_type=task.task_type,
+        metric=task.metric.name, maximize=task.metric.maximize)]
+    lines.append("")
+    path = shown_path(journal)
     if path:
         lines += ["## Best path", "", "| step | node | operator | valid |", "|---|---|---|---|"]
         lines += [
             f"| {i} | {p['node_id']} | {p['operator']} | {_fmt(p['metric_raw'])} |"
-            for i, p in enumerate(path)
+            if p else f"| {i} | | | |"
+            for i, p in path
         ]
         lines.append("")
+    errors = top_errors(journal)
     if errors:
         lines += ["## Top errors", ""] + [f"- {e} ({n}x)" for e, n in errors] + [""]
+    lines += ["## Files", ""] + [f"- `{name}`: {what}" for name, what in FILES]
     lines += [
-        "## Files",
         "",
-        "- `best/solution.py`, `best/submission/`: the best solution and its predictions",
-        "- `nodes/*.parquet`: every node (open with `pandas.read_parquet('nodes')`)",
-        "- `manifest.json`: configuration, data hash, budget spent",
+        f"Predict new rows: `python -m engine.predict {root} new_rows.csv -o predictions.csv`"
+        " (add `--refit` to train on train+valid)",
         "",
     ]
     out = root / "summary.md"

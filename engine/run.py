@@ -22,6 +22,7 @@ from rich.live import Live
 from rich.text import Text
 
 from engine.config import RunConfig, load_task_yaml, merge, parse_budget
+from engine.outputs import write_outputs
 from engine.report import summary_facts, write_summary
 from engine.store import RunStore
 from engine.task import PreparedTask, TaskSpec, prepare_task
@@ -338,6 +339,10 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig, options: dict
     facts = summary_facts(journal, all_tests, spent)
     store.update_manifest(spent=spent, result=facts)
     summary = write_summary(store.root, task, journal, all_tests, facts)
+    try:
+        write_outputs(store.root)
+    except Exception as exc:  # every node is already stored; a plot must not lose the run
+        console.print(f"warning: could not write tree.html/plots/good: {exc}", markup=False)
     console.print(summary.read_text(), markup=False, highlight=False)
     if interrupted:
         raise KeyboardInterrupt

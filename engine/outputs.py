@@ -1,0 +1,637 @@
+"""What a finished start leaves beside the Parquet rows: `good/`, `tree.html` and `plots/`.
+
+Everything here is derived from the store (`nodes/*.parquet` plus `manifest.json`), so it can be
+rebuilt at any time and never holds a fact the Parquet rows lack. `write_outputs(root)` is the
+one entry point the engine calls at the end of each start; it copes with a run of no nodes and
+with a run where nothing worked.
+
+`tree.html` is one self-contained file: inline CSS and JS, no libraries, no network. The nodes
+are embedded as JSON in a `<script type="application/json">` block and drawn as an SVG by the
+page itself. The per-node test score is left out on purpose: the tree is where a person picks
+solutions, and picking by test score would make the test split a second validation split.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.report import FILES
+from engine.store import RunStore
+from search.journal import Journal
+from search.metric import METRICS
+from search.node import Node, Status
+
+GOOD_K = 5
+# A node's code in tree.html is cut after this many characters: a 10k-node tree must still open.
+HTML_CODE_CHARS = 60_000
+HTML_TAIL_CHARS = 3_000
+STATUS_COLOURS = {
+    "ok": "#2e9d4a", "buggy": "#d64541", "timeout": "#e8912d", "oom": "#8e44ad",
+    "killed": "#7f8c8d", "lost": "#34495e",
+}
+BEST_COLOUR = "#f1c40f"
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Run:
+    """A run read once from its store: the rows (with test scores), the Journal, the manifest."""
+
+    store: RunStore
+    rows: list[dict[str, Any]]
+    journal: Journal
+    tests: dict[str, float | None]
+    manifest: dict[str, Any]
+
+
+def _load(root: Path) -> _Run:
+    store = RunStore.open(Path(root))
+    rows = store.read_rows()
+    tests = {str(r["node_id"]): r.get("test_metric_raw") for r in rows}
+    journal = Journal([Node.from_record(r) for r in rows])
+    return _Run(store, rows, journal, tests, store.manifest())
+
+
+def write_outputs(root: Path) -> None:
+    """Write good/, tree.html and plots/ for the run at `root` from what the store holds."""
+    run = _load(root)
+    write_good(run.store.root, run.journal, run.tests)
+    _write_tree_html(run)
+    _write_plots(run)
+
+
+# --- good/ ------------------------------------------------------------------------------------
+
+
+def ranked_good(journal: Journal, k: int = GOOD_K) -> list[Node]:
+    """The k best working nodes by valid metric with distinct code; ties go to the earlier."""
+    ranked = sorted(journal.good_nodes, key=lambda n: (-(n.metric or 0.0), n.step, n.node_id))
+    chosen: list[Node] = []
+    seen: set[str] = set()
+    for node in ranked:
+        key = node.code_hash or node.node_id
+        if key in seen or not node.code:
+            continue
+        seen.add(key)
+        chosen.append(node)
+        if len(chosen) == k:
+            break
+    return chosen
+
+
+def write_good(root: Path, journal: Journal, tests: dict[str, float | None],
+               k: int = GOOD_K) -> list[Path]:
+    """Keep the top-k distinct working solutions as `good/<rank>-<node_id>/solution.py`.
+
+    The folder is rebuilt whole each time (a resumed run reorders it) and renamed into place.
+    """
+    root = Path(root)
+    staging = root / ".good.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    names = []
+    for rank, node in enumerate(ranked_good(journal, k), start=1):
+        name = f"{rank}-{node.node_id}"
+        folder = staging / name
+        folder.mkdir()
+        (folder / "solution.py").write_text(node.code)
+        meta = {
+            "rank": rank, "node_id": node.node_id, "parent_id": node.parent_id,
+            "operator": node.operator.value, "step": node.step, "metric_raw": node.metric_raw,
+            "test_metric_raw": tests.get(node.node_id), "plan": node.plan,
+        }
+        (folder / "node.json").write_text(json.dumps(meta, indent=2) + "\n")
+        names.append(name)
+    good = root / "good"
+    shutil.rmtree(good, ignore_errors=True)
+    staging.rename(good)
+    return [good / name for name in names]
+
+
+# --- tree.html --------------------------------------------------------------------------------
+
+
+def _clip(text: str | None, limit: int) -> str:
+    text = text or ""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n... ({len(text) - limit} more characters in nodes/*.parquet)"
+
+
+def _number(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def tree_data(root: Path) -> dict[str, Any]:
+    """What tree.html draws: the run's header facts and one record per node (no test scores)."""
+    return _tree_data(_load(root))
+
+
+def _tree_data(run: _Run) -> dict[str, Any]:
+    store, rows, journal, manifest = run.store, run.rows, run.journal, run.manifest
+    metric_name = str(manifest.get("metric", ""))
+    spec = METRICS.get(metric_name)
+    best = journal.best()
+    nodes = []
+    for row in rows:
+        failed = row["status"] != Status.OK.value
+        nodes.append({
+            "id": row["node_id"], "parent": row["parent_id"], "step": row["step"],
+            "depth": row["depth"], "operator": row["operator"], "status": row["status"],
+            "metric": _number(row["metric"]), "metric_raw": _number(row["metric_raw"]),
+            "plan": row["plan"] or "", "code": _clip(row["code"], HTML_CODE_CHARS),
+            "error": row["error"] or "",
+            "stderr": _clip(row["stderr_tail"], HTML_TAIL_CHARS) if failed else "",
+            "llm_seconds": row["llm_seconds"] or 0.0, "exec_seconds": row["exec_seconds"] or 0.0,
+            "queue_seconds": row["queue_seconds"] or 0.0,
+            "prompt_tokens": row["prompt_tokens"] or 0,
+            "completion_tokens": row["completion_tokens"] or 0,
+            "model": row["model"] or "", "llm_actor": row["llm_actor"] or "",
+            "executor": row["executor"] or "", "temperature": row["temperature"],
+        })
+    return {
+        "run_id": store.run_id,
+        "target": manifest.get("target", ""),
+        "task_type": manifest.get("task_type", ""),
+        "metric": metric_name,
+        "maximize": bool(spec.maximize) if spec else True,
+        "best": best.node_id if best else None,
+        "best_valid": best.metric_raw if best else None,
+        "best_path": [n.node_id for n in journal.ancestors(best.node_id)] if best else [],
+        "status_counts": journal.status_counts(),
+        "colours": STATUS_COLOURS,
+        "nodes": nodes,
+    }
+
+
+def embed_json(data: Any) -> str:
+    """JSON safe inside a <script> element: no `<` at all, so neither `</script>` nor `<!--`
+    in a node's code can end or confuse the block (`\\u003c` parses back to `<`)."""
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False)
+    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def write_tree_html(root: Path) -> Path:
+    """Write `tree.html`: the whole search tree in one file that needs no network."""
+    return _write_tree_html(_load(root))
+
+
+def _write_tree_html(run: _Run) -> Path:
+    root = run.store.root
+    data = _tree_data(run)
+    title = f"treeml run {data['run_id']}".replace("<", "").replace("&", "")
+    html = (_PAGE.replace("__TITLE__", title)
+            .replace("__CSS__", _CSS).replace("__JS__", _JS)
+            .replace("__DATA__", embed_json(data)))
+    out = root / "tree.html"
+    tmp = root / ".tree.html.tmp"
+    tmp.write_text(html, encoding="utf-8")
+    tmp.rename(out)
+    return out
+
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
+<title>__TITLE__</title>
+<style>__CSS__</style>
+</head>
+<body>
+<header id="header"></header>
+<div id="legend"></div>
+<main>
+  <section id="canvas">
+    <div id="zoom"><button id="zoom-in" title="zoom in">+</button><button id="zoom-out"
+      title="zoom out">&minus;</button><button id="zoom-fit" title="reset">1:1</button></div>
+    <div id="tree"></div>
+  </section>
+  <aside id="panel"><p class="hint">Click a node to see its plan, code, error, metric, timings
+    and tokens.</p></aside>
+</main>
+<script type="application/json" id="run-data">__DATA__</script>
+<script>__JS__</script>
+</body>
+</html>
+"""
+
+_CSS = """
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif;
+       color: #222; background: #fafafa; height: 100vh; display: flex; flex-direction: column; }
+header { padding: 10px 16px; background: #1f2a36; color: #fff; }
+header h1 { font-size: 17px; margin: 0 0 4px; }
+header .facts span { margin-right: 18px; white-space: nowrap; }
+#legend { padding: 6px 16px; border-bottom: 1px solid #ddd; background: #fff; font-size: 13px; }
+#legend .item { display: inline-flex; align-items: center; margin-right: 14px; }
+#legend .dot { width: 12px; height: 12px; border-radius: 50%; margin-right: 5px;
+               display: inline-block; }
+#legend .line { width: 22px; height: 4px; margin-right: 5px; display: inline-block; }
+main { flex: 1; display: flex; min-height: 0; }
+#canvas { flex: 1; position: relative; overflow: auto; background: #fff; }
+#zoom { position: sticky; top: 6px; left: 6px; z-index: 2; display: inline-block; }
+#zoom button { width: 34px; height: 26px; margin-right: 2px; cursor: pointer; }
+#panel { width: 44%; max-width: 760px; min-width: 320px; overflow: auto; padding: 12px 16px;
+         border-left: 1px solid #ddd; background: #fcfcfc; }
+#panel h2 { font-size: 16px; margin: 0 0 8px; }
+#panel dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 0; }
+#panel dt { color: #666; }
+#panel dd { margin: 0; }
+#panel pre { background: #f3f3f3; padding: 8px; overflow: auto; font-size: 12px;
+             border: 1px solid #e2e2e2; white-space: pre; max-height: 60vh; }
+#panel pre.error { background: #fdecea; border-color: #f5c6c2; white-space: pre-wrap; }
+#panel .hint { color: #777; }
+#panel a { cursor: pointer; color: #1a5fb4; text-decoration: underline; }
+.node { cursor: pointer; outline: none; }
+.node circle { stroke: #333; stroke-width: 1; }
+.node.on-path circle { stroke: #b8860b; stroke-width: 3; }
+.node.best circle { stroke: #b8860b; stroke-width: 5; }
+.node.selected circle { stroke: #1a5fb4; stroke-width: 4; }
+.node text { font-size: 10px; fill: #333; pointer-events: none; }
+.edge { stroke: #9aa; stroke-width: 1.3; fill: none; }
+.edge.on-path { stroke: #f1c40f; stroke-width: 5; }
+.empty { padding: 40px; color: #666; font-size: 16px; }
+"""
+
+_JS = r"""
+"use strict";
+(function () {
+  const data = JSON.parse(document.getElementById("run-data").textContent);
+  const SVG = "http://www.w3.org/2000/svg";
+  const nodes = data.nodes;
+  const byId = new Map(nodes.map(n => [n.id, n]));
+  const onPath = new Set(data.best_path);
+  const fmt = v => (v === null || v === undefined) ? "n/a"
+    : (Math.abs(v) >= 1e4 || (Math.abs(v) < 1e-3 && v !== 0)) ? v.toExponential(3)
+    : String(Number(v.toPrecision(5)));
+  const el = (tag, attrs, text) => {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  };
+  const sel = (tag, attrs) => {
+    const e = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+    return e;
+  };
+
+  // Header and legend.
+  const header = document.getElementById("header");
+  header.appendChild(el("h1", {}, "Run " + data.run_id));
+  const facts = el("div", {class: "facts"});
+  const counts = Object.entries(data.status_counts).filter(([, c]) => c > 0)
+    .map(([s, c]) => s + " " + c).join(", ");
+  const direction = data.maximize ? "higher is better" : "lower is better";
+  [["task", "predict " + data.target + " (" + data.task_type + ")"],
+   ["metric", data.metric + " (valid, " + direction + ")"],
+   ["best valid", fmt(data.best_valid) + (data.best ? " (node " + data.best + ")" : "")],
+   ["nodes", nodes.length + (counts ? " (" + counts + ")" : "")]].forEach(([k, v]) => {
+    const s = el("span", {}, k + ": ");
+    s.appendChild(el("b", {}, v));
+    facts.appendChild(s);
+  });
+  header.appendChild(facts);
+  const legend = document.getElementById("legend");
+  for (const [status, colour] of Object.entries(data.colours)) {
+    const item = el("span", {class: "item"});
+    item.appendChild(el("span", {class: "dot", style: "background:" + colour}));
+    item.appendChild(document.createTextNode(status));
+    legend.appendChild(item);
+  }
+  const pathItem = el("span", {class: "item"});
+  pathItem.appendChild(el("span", {class: "line", style: "background:#f1c40f"}));
+  pathItem.appendChild(document.createTextNode("best path (thick ring: best node)"));
+  legend.appendChild(pathItem);
+  legend.appendChild(el("span", {class: "item"},
+    "size and label: valid " + data.metric + " (bigger = better)"));
+
+  const tree = document.getElementById("tree");
+  if (nodes.length === 0) {
+    tree.appendChild(el("div", {class: "empty"}, "No nodes yet: this run has not finished any."));
+    return;
+  }
+
+  // Layout: leaves on consecutive columns, a parent centred over its children, depth as row.
+  // Iterative post-order, so a chain of thousands of improvements cannot overflow the stack.
+  const children = new Map();
+  const roots = [];
+  for (const n of nodes) {
+    if (n.parent && byId.has(n.parent)) {
+      if (!children.has(n.parent)) children.set(n.parent, []);
+      children.get(n.parent).push(n.id);
+    } else roots.push(n.id);
+  }
+  const col = new Map(), row = new Map();
+  let nextLeaf = 0;
+  const stack = roots.slice().reverse().map(id => [id, 0, false]);
+  while (stack.length) {
+    const [id, depth, done] = stack.pop();
+    const kids = children.get(id) || [];
+    if (!done) {
+      row.set(id, depth);
+      stack.push([id, depth, true]);
+      for (let i = kids.length - 1; i >= 0; i--) stack.push([kids[i], depth + 1, false]);
+    } else if (kids.length === 0) col.set(id, nextLeaf++);
+    else col.set(id, (col.get(kids[0]) + col.get(kids[kids.length - 1])) / 2);
+  }
+  const DX = 64, DY = 86, PAD = 40;
+  const maxRow = Math.max(...row.values());
+  const width = PAD * 2 + Math.max(0, nextLeaf - 1) * DX;
+  const height = PAD * 2 + maxRow * DY;
+  const xy = id => [PAD + col.get(id) * DX, PAD + row.get(id) * DY];
+
+  const scores = nodes.filter(n => n.metric !== null).map(n => n.metric);
+  const lo = Math.min(...scores), hi = Math.max(...scores);
+  const radius = n => (n.metric === null) ? 7
+    : 8 + 10 * (hi > lo ? (n.metric - lo) / (hi - lo) : 1);
+
+  const svg = sel("svg", {width: width, height: height, viewBox: "0 0 " + width + " " + height,
+                          id: "tree-svg"});
+  const edges = sel("g", {class: "edges"});
+  const layer = sel("g", {class: "nodes"});
+  svg.appendChild(edges);
+  svg.appendChild(layer);
+  for (const n of nodes) {
+    if (!n.parent || !byId.has(n.parent)) continue;
+    const [x1, y1] = xy(n.parent), [x2, y2] = xy(n.id);
+    const both = onPath.has(n.id) && onPath.has(n.parent);
+    const my = (y1 + y2) / 2;
+    edges.appendChild(sel("path", {class: "edge" + (both ? " on-path" : ""),
+      d: "M" + x1 + "," + y1 + " C" + x1 + "," + my + " " + x2 + "," + my + " " + x2 + "," + y2}));
+  }
+  // Best-path nodes last, so their rings are drawn on top.
+  const order = nodes.filter(n => !onPath.has(n.id)).concat(nodes.filter(n => onPath.has(n.id)));
+  const elements = new Map();
+  for (const n of order) {
+    const [x, y] = xy(n.id);
+    const cls = "node status-" + n.status + (onPath.has(n.id) ? " on-path" : "")
+      + (n.id === data.best ? " best" : "");
+    const g = sel("g", {class: cls, "data-id": n.id, transform: "translate(" + x + "," + y + ")",
+                        tabindex: 0});
+    const title = sel("title");
+    title.textContent = n.operator + " " + n.id + " · " + n.status
+      + (n.metric_raw !== null ? " · valid " + data.metric + " " + fmt(n.metric_raw) : "");
+    g.appendChild(title);
+    g.appendChild(sel("circle", {r: radius(n), fill: data.colours[n.status] || "#999"}));
+    const label = sel("text", {"text-anchor": "middle", y: radius(n) + 12});
+    label.textContent = n.metric_raw !== null ? fmt(n.metric_raw) : n.status;
+    g.appendChild(label);
+    const op = sel("text", {"text-anchor": "middle", y: -radius(n) - 4});
+    op.textContent = n.operator;
+    g.appendChild(op);
+    g.addEventListener("click", () => show(n.id));
+    g.addEventListener("keydown", e => { if (e.key === "Enter") show(n.id); });
+    layer.appendChild(g);
+    elements.set(n.id, g);
+  }
+  tree.appendChild(svg);
+
+  let scale = 1;
+  const zoom = f => {
+    scale = f === 0 ? 1 : Math.min(4, Math.max(0.1, scale * f));
+    svg.setAttribute("width", width * scale);
+    svg.setAttribute("height", height * scale);
+  };
+  document.getElementById("zoom-in").addEventListener("click", () => zoom(1.25));
+  document.getElementById("zoom-out").addEventListener("click", () => zoom(0.8));
+  document.getElementById("zoom-fit").addEventListener("click", () => zoom(0));
+
+  // Side panel: everything known about one node, as text (never parsed as HTML).
+  const panel = document.getElementById("panel");
+  let selected = null;
+  function show(id) {
+    const n = byId.get(id);
+    if (!n) return;
+    if (selected) selected.classList.remove("selected");
+    selected = elements.get(id);
+    selected.classList.add("selected");
+    panel.replaceChildren();
+    panel.appendChild(el("h2", {}, n.operator + " " + n.id
+      + (id === data.best ? " (best)" : onPath.has(id) ? " (on the best path)" : "")));
+    const dl = el("dl", {id: "node-facts"});
+    const add = (k, v) => {
+      dl.appendChild(el("dt", {}, k));
+      const dd = el("dd");
+      if (v instanceof Node) dd.appendChild(v); else dd.textContent = v;
+      dl.appendChild(dd);
+    };
+    add("status", n.status);
+    add("valid " + data.metric, fmt(n.metric_raw));
+    add("step / depth", n.step + " / " + n.depth);
+    if (n.parent && byId.has(n.parent)) {
+      const a = el("a", {}, n.parent);
+      a.addEventListener("click", () => show(n.parent));
+      add("parent", a);
+    } else add("parent", "none (root)");
+    add("children", String((children.get(id) || []).length));
+    add("LLM", n.llm_seconds.toFixed(2) + " s");
+    add("exec", n.exec_seconds.toFixed(2) + " s");
+    add("queue", n.queue_seconds.toFixed(2) + " s");
+    add("tokens", (n.prompt_tokens + n.completion_tokens) + " (" + n.prompt_tokens
+      + " prompt, " + n.completion_tokens + " completion)");
+    if (n.model) add("model", n.model + (n.temperature !== null ? " @ T=" + n.temperature : ""));
+    add("workers", [n.llm_actor, n.executor].filter(Boolean).join(", ") || "none");
+    panel.appendChild(dl);
+    panel.appendChild(el("h3", {}, "Plan"));
+    panel.appendChild(el("p", {id: "node-plan"}, n.plan || "(none)"));
+    if (n.error) {
+      panel.appendChild(el("h3", {}, "Error"));
+      panel.appendChild(el("pre", {class: "error", id: "node-error"}, n.error));
+    }
+    panel.appendChild(el("h3", {}, "Code"));
+    panel.appendChild(el("pre", {id: "node-code"}, n.code || "(no code)"));
+    if (n.stderr) {
+      const d = el("details");
+      d.appendChild(el("summary", {}, "stderr (tail)"));
+      d.appendChild(el("pre", {class: "error"}, n.stderr));
+      panel.appendChild(d);
+    }
+  }
+  window.treeml = {show: show, data: data};
+})();
+"""
+
+
+# --- plots ------------------------------------------------------------------------------------
+
+
+def write_plots(root: Path) -> list[Path]:
+    """Write plots/best_over_time.png, plots/nodes_by_status.png and plots/timeline.png."""
+    return _write_plots(_load(root))
+
+
+def _write_plots(run: _Run) -> list[Path]:
+    # Imported here: matplotlib costs about a second, and only the end of a start needs it.
+    # Figure without pyplot: no global backend or figure registry (Agg renders the PNGs).
+    from matplotlib.figure import Figure
+
+    root, rows, journal, tests = run.store.root, run.rows, run.journal, run.tests
+    metric = str(run.manifest.get("metric", "metric"))
+    folder = root / "plots"
+    folder.mkdir(exist_ok=True)
+    t0 = min((_start(r) for r in rows), default=0.0)
+    out = []
+    for name, draw in (("best_over_time.png", _plot_best), ("nodes_by_status.png", _plot_status),
+                       ("timeline.png", _plot_timeline)):
+        fig = draw(Figure, rows, journal, tests, metric, t0)
+        path = folder / name
+        fig.savefig(path, dpi=110)
+        out.append(path)
+    return out
+
+
+def _start(row: dict[str, Any]) -> float:
+    return float(row["created_at"] or row["finished_at"] or 0.0)
+
+
+def _empty(ax: Any, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="#666")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _plot_best(figure: Any, rows: list[dict[str, Any]], journal: Journal,
+               tests: dict[str, float | None], metric: str, t0: float) -> Any:
+    fig = figure(figsize=(12, 4.5))
+    by_time, by_count = fig.subplots(1, 2)
+    fig.suptitle(f"Best valid {metric} so far")
+    done = sorted(rows, key=lambda r: (r["finished_at"] or 0.0, r["step"]))
+    times, counts, best_raw, ok_t, ok_n, ok_raw = [], [], [], [], [], []
+    best: dict[str, Any] | None = None
+    for count, row in enumerate(done, start=1):
+        if row["status"] == Status.OK.value and row["metric"] is not None:
+            ok_t.append(row["finished_at"] - t0)
+            ok_n.append(count)
+            ok_raw.append(row["metric_raw"])
+            if best is None or row["metric"] > best["metric"]:
+                best = row
+        if best is not None:
+            times.append(row["finished_at"] - t0)
+            counts.append(count)
+            best_raw.append(best["metric_raw"])
+    chosen = journal.best()
+    test = tests.get(chosen.node_id) if chosen else None
+    for ax, xs, ok_x, xlabel in ((by_time, times, ok_t, "wall time (s)"),
+                                 (by_count, counts, ok_n, "nodes finished")):
+        if not xs:
+            _empty(ax, "no working node yet")
+            ax.set_xlabel(xlabel)
+            continue
+        ax.scatter(ok_x, ok_raw, s=14, color="#95a5a6", label="ok node (valid)", zorder=2)
+        ax.step(xs, best_raw, where="post", color=STATUS_COLOURS["ok"], linewidth=2,
+                label="best valid", zorder=3)
+        if chosen is not None and test is not None:
+            at = next(i for i, r in enumerate(done) if r["node_id"] == chosen.node_id)
+            x = (done[at]["finished_at"] - t0) if ax is by_time else at + 1
+            ax.axhline(test, color="#c0392b", linestyle="--", linewidth=1, zorder=1)
+            ax.scatter([x], [test], marker="*", s=140, color="#c0392b", zorder=4,
+                       label="best node's test")
+            ax.annotate(f"test {test:.4g}", (x, test), textcoords="offset points",
+                        xytext=(6, 6), color="#c0392b")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"{metric} (raw)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def _plot_status(figure: Any, rows: list[dict[str, Any]], journal: Journal,
+                 tests: dict[str, float | None], metric: str, t0: float) -> Any:
+    fig = figure(figsize=(12, 4.5))
+    over_time, by_op = fig.subplots(1, 2)
+    fig.suptitle("Nodes by status")
+    if not rows:
+        _empty(over_time, "no nodes yet")
+        _empty(by_op, "no nodes yet")
+        return fig
+    done = sorted(rows, key=lambda r: (r["finished_at"] or 0.0, r["step"]))
+    statuses = [s.value for s in Status if any(r["status"] == s.value for r in rows)]
+    for status in statuses:
+        xs, ys, seen = [0.0], [0], 0
+        for row in done:
+            if row["status"] == status:
+                seen += 1
+                xs.append(row["finished_at"] - t0)
+                ys.append(seen)
+        xs.append(done[-1]["finished_at"] - t0)
+        ys.append(seen)
+        over_time.step(xs, ys, where="post", color=STATUS_COLOURS[status], linewidth=2,
+                       label=status)
+    over_time.set_xlabel("wall time (s)")
+    over_time.set_ylabel("nodes finished (cumulative)")
+    over_time.grid(alpha=0.3)
+    over_time.legend(fontsize=8)
+    per_op = Counter((r["operator"], r["status"]) for r in rows)
+    operators = sorted({r["operator"] for r in rows})
+    bottom = [0] * len(operators)
+    for status in statuses:
+        heights = [per_op[(op, status)] for op in operators]
+        by_op.bar(operators, heights, bottom=bottom, color=STATUS_COLOURS[status], label=status)
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    by_op.set_ylabel("nodes")
+    by_op.set_title("by operator", fontsize=10)
+    by_op.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _plot_timeline(figure: Any, rows: list[dict[str, Any]], journal: Journal,
+                   tests: dict[str, float | None], metric: str, t0: float) -> Any:
+    # (kind, worker name) -> (start, seconds, colour); LLM rows sort before executor rows.
+    spans: dict[tuple[str, str], list[tuple[float, float, str]]] = {}
+    for row in rows:
+        start = _start(row) - t0
+        if row["llm_actor"] and (row["llm_seconds"] or 0.0) > 0:
+            spans.setdefault(("llm", row["llm_actor"]), []).append(
+                (start, float(row["llm_seconds"]), "#3b7dd8"))
+        if row["executor"] and (row["exec_seconds"] or 0.0) > 0:
+            end = float(row["finished_at"] or 0.0) - t0
+            seconds = float(row["exec_seconds"])
+            spans.setdefault(("exec", row["executor"]), []).append(
+                (end - seconds, seconds, STATUS_COLOURS.get(row["status"], "#999")))
+    workers = sorted(spans, key=lambda w: (w[0] != "llm", w[1]))
+    fig = figure(figsize=(12, 1.2 + 0.55 * max(1, len(workers))))
+    ax = fig.subplots()
+    ax.set_title("Worker timeline: LLM generation (blue) and execution (by status)")
+    if not workers:
+        _empty(ax, "no worker activity recorded")
+        return fig
+    end = max(float(r["finished_at"] or 0.0) - t0 for r in rows) or 1.0
+    labels = []
+    for i, worker in enumerate(workers):
+        bars = spans[worker]
+        ax.broken_barh([(s, max(w, end / 2000)) for s, w, _ in bars], (i - 0.35, 0.7),
+                       facecolors=[c for _, _, c in bars], edgecolor="none")
+        busy = sum(w for _, w, _ in bars)
+        labels.append(f"{worker[1]} ({100 * busy / end:.0f}% busy)")
+    ax.set_yticks(range(len(workers)))
+    ax.set_yticklabels(labels)
+    ax.set_ylim(-0.6, len(workers) - 0.4)
+    ax.invert_yaxis()
+    ax.set_xlim(0, end * 1.01)
+    ax.set_xlabel("wall time (s)")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def existing_files(root: Path) -> list[tuple[str, str]]:
+    """FILES entries present under `root` (globs and folders checked for content)."""
+    found = []
+    for name, what in FILES:
+        present = any(root.glob(name)) if "*" in name else (root / name).exists()
+        if present:
+            found.append((name, what))
+    return found
