@@ -24,11 +24,17 @@ class LLM(Protocol):
     def generate(self, prompts: list[ChatPrompt]) -> list[Reply]: ...
 
 
+RAISE = "__raise__"  # a scripted reply that makes the backend raise
+HANG = "__hang__"  # a scripted reply that makes the backend never return
+
+
 class ScriptedLLM:
     """Replays replies from a JSON file: `{"draft": [...], "debug": [...], "improve": [...]}`.
 
     Each operator's list is consumed in order and the last reply repeats once it runs out.
     Optional `"delay": seconds` simulates generation time. Used by tests and benchmarks.
+    Two reply values simulate a broken backend (fault tests): `"__raise__"` raises
+    RuntimeError, `"__hang__"` never returns (the loop's llm_timeout must end it).
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -56,6 +62,11 @@ class ScriptedLLM:
                 index = self._used.get(prompt.tag, 0)
                 self._used[prompt.tag] = index + 1
             text = options[min(index, len(options) - 1)]
+            if text == RAISE:
+                raise RuntimeError("scripted backend error")
+            if text == HANG:
+                while True:
+                    time.sleep(3600)
             prompt_tokens = sum(len(m["content"].split()) for m in prompt.messages)
             replies.append(
                 Reply(text, prompt_tokens, len(text.split()), time.perf_counter() - start,

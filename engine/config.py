@@ -62,6 +62,9 @@ class RunConfig:
     seed: int = 0
     out: Path = Path("runs")
     exec_timeout: float = 300.0
+    # Seconds one generation may take before it counts as hung: the node is lost and the LLM
+    # actor replaced (a synchronous actor cannot cancel a running call). task.yaml only.
+    llm_timeout: float = 600.0
     baseline: bool = True  # start with the engine's LightGBM root (operator=baseline)
     quiet: bool = False
     num_drafts: int = 3
@@ -87,6 +90,8 @@ class RunConfig:
             raise UserError(f"bad --executors {self.executors}: it must be at least 1")
         if self.exec_timeout <= 0:
             raise UserError("bad --exec-timeout: it must be more than zero seconds")
+        if self.llm_timeout <= 0:
+            raise UserError("bad llm_timeout: it must be more than zero seconds")
         from search.policy import available
 
         if self.policy not in available():

@@ -23,6 +23,7 @@ from engine.store import RunStore
 from engine.task import PreparedTask
 from sandbox import ExecResult, Limits
 from search.chat import ChatPrompt, Reply
+from search.errors import BackendError, StoreError
 from search.journal import Journal
 from search.node import Node, Operator, Status, code_hash
 from search.operators import (
@@ -38,6 +39,10 @@ from search.policy import InFlightKey, Policy, Proposal
 
 DEADLINE_ERROR = "stopped at the budget deadline"
 STOPPED_ERROR = "stopped by the user"
+# An LLM actor that dies (or hangs past llm_timeout) is replaced; this many replacements in a
+# row without one good reply from that actor means the backend itself is broken: stop loudly
+# instead of losing every node of the run.
+MAX_LLM_RESTARTS = 3
 
 
 @dataclass
@@ -61,6 +66,8 @@ class Job:
     started_at: float = 0.0
     exec_limit: float = 0.0
     attempt: int = 0  # how often this proposal was lost to a dead worker and re-proposed
+    llm_deadline: float = 0.0  # time.monotonic() after which its generation counts as hung
+    llm_handle: Any = None  # the actor serving its generation (to tell a dead one apart)
 
 
 @dataclass
@@ -121,6 +128,8 @@ class SearchLoop:
         exec_timeout: float,
         requeue: list[Proposal] | None = None,
         restart_executor: Callable[[Any], Any] | None = None,
+        restart_llm: Callable[[Any, str], Any] | None = None,
+        llm_timeout: float = 600.0,
         on_node: Callable[[Node, LoopStats], None] = lambda node, stats: None,
     ) -> None:
         self.task = task
@@ -132,7 +141,13 @@ class SearchLoop:
         self.exec_timeout = exec_timeout
         self.on_node = on_node
         self.restart_executor = restart_executor
+        self.restart_llm = restart_llm
+        self.llm_timeout = llm_timeout
         self.stats = LoopStats(nodes=len(journal))
+        # Slots are served by whichever actor currently holds the name: a replaced actor takes
+        # over every slot of the dead one, including requests queued for it.
+        self._llm_actors: dict[str, Any] = {name: actor for actor, name in llm_slots}
+        self._llm_restarts: dict[str, int] = {}  # replacements in a row, per actor name
         self._free_llms = deque(llm_slots)
         self._free_execs = deque(executors)
         self._n_executors = len(executors)
@@ -156,10 +171,11 @@ class SearchLoop:
                     self.stats.stopped_by = "nodes or tokens"
                     break
                 done, _ = await asyncio.wait(
-                    self._pending, timeout=max(0.0, self.budget.left()),
+                    self._pending, timeout=max(0.0, min(self.budget.left(), self._next_hang())),
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 tick = time.perf_counter()
+                self._expire_hung_generations(done)
                 for future in done:
                     kind, job, worker = self._pending.pop(future)
                     if kind == "llm":
@@ -226,7 +242,8 @@ class SearchLoop:
         return job
 
     def _generate(self, job: Job, worker: tuple[Any, str]) -> None:
-        actor, name = worker
+        _, name = worker
+        actor = self._llm_actors[name]  # the live actor of this name (see restart_llm)
         if job.prompt is None:
             # A seed per request: the same prompt twice (improving one parent) must be free to
             # give two different replies; seeded from the run seed and step, so reproducible.
@@ -235,6 +252,8 @@ class SearchLoop:
                                  seed=self.ctx.seed * 100_003 + len(self.journal) * 101
                                  + self._requests)
         job.llm_actor = name
+        job.llm_deadline = time.monotonic() + self.llm_timeout
+        job.llm_handle = actor
         future = asyncio.ensure_future(_await(actor.generate.remote([job.prompt])))
         self._pending[future] = ("llm", job, worker)
 
@@ -248,14 +267,54 @@ class SearchLoop:
         )
         self._pending[future] = ("exec", job, executor)
 
+    # ---- LLM faults --------------------------------------------------------------------
+
+    def _next_hang(self) -> float:
+        """Seconds until the oldest generation in flight counts as hung."""
+        deadlines = [job.llm_deadline for kind, job, _ in self._pending.values() if kind == "llm"]
+        return min(deadlines) - time.monotonic() if deadlines else float("inf")
+
+    def _expire_hung_generations(self, done: set[asyncio.Future[Any]]) -> None:
+        """A generation past llm_timeout is lost and its actor replaced: a synchronous actor
+        cannot cancel a running call, so killing it is the only way to get the slot back."""
+        now = time.monotonic()
+        for future, (kind, job, worker) in list(self._pending.items()):
+            if kind != "llm" or future in done or job.llm_deadline > now:
+                continue
+            del self._pending[future]
+            future.cancel()
+            self._free_llms.append(worker)
+            current: Any = self._llm_actors.get(job.llm_actor)
+            if current is not None and current is job.llm_handle:
+                ray.kill(current, no_restart=True)  # the hung actor is still the live one
+            self._lose(job, f"LLM call timed out after {self.llm_timeout:g}s; actor replaced")
+            self._replace_llm(job.llm_actor, job.llm_handle)
+
+    def _replace_llm(self, name: str, dead: Any) -> None:
+        """Start a new actor for `name` unless that was done already (several requests of one
+        actor fail together); raise once it keeps dying."""
+        if self.restart_llm is None or self._llm_actors.get(name) is not dead:
+            return
+        count = self._llm_restarts.get(name, 0) + 1
+        if count > MAX_LLM_RESTARTS:
+            raise BackendError(
+                f"LLM actor {name} died or hung {count} times in a row; the backend is broken "
+                "(check the model, memory, or --llm); finished nodes are stored, --resume later"
+            )
+        self._llm_restarts[name] = count
+        self._llm_actors[name] = self.restart_llm(dead, name)
+
     # ---- results -----------------------------------------------------------------------
 
     def _on_generated(self, job: Job, future: asyncio.Future[Any]) -> None:
         try:
             reply: Reply = future.result()[0]
         except Exception as exc:  # a failed LLM call costs this node only
-            self._lose(job, f"LLM call failed: {_short(exc)}")
+            self._lose(job, f"LLM call failed: {_short(exc)}")  # stored before any raise
+            if isinstance(exc, ray.exceptions.RayActorError):
+                self._replace_llm(job.llm_actor, job.llm_handle)
             return
+        self._llm_restarts.pop(job.llm_actor, None)  # it answered: the actor is healthy
         job.model = reply.model
         job.llm_seconds += reply.seconds
         job.prompt_tokens += reply.prompt_tokens
@@ -363,8 +422,16 @@ class SearchLoop:
             finished_at=now,
         )
         previous_best = self.journal.best()
+        try:
+            self.store.append(node, test_raw)
+        except OSError as exc:
+            # A full or failing disk: stop now rather than run nodes that cannot be kept. Every
+            # part written so far is whole (write, fsync, rename), and this node's in-flight
+            # note stays, so a resume re-proposes it.
+            raise StoreError(f"cannot store node {node.node_id} in {self.store.nodes_dir}: "
+                             f"{_short(exc)}; free disk space, then --resume "
+                             f"{self.store.root}") from exc
         self.journal.add(node)
-        self.store.append(node, test_raw)
         if error not in (DEADLINE_ERROR, STOPPED_ERROR):
             # Work stopped by a deadline or Ctrl-C stays marked, so a resume re-proposes it.
             self.store.clear_in_flight(job.node_id)
@@ -391,6 +458,11 @@ async def _await(ref: Any) -> Any:
 
 
 def _short(exc: BaseException) -> str:
+    # A RayTaskError's text is the remote traceback, whose first 300 characters never reach
+    # the cause: name the exception the remote code raised instead.
+    cause = getattr(exc, "cause", None)
+    if isinstance(exc, ray.exceptions.RayTaskError) and isinstance(cause, BaseException):
+        exc = cause
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text[:300]}"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.metadata
 import os
 import secrets
@@ -303,10 +304,18 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig, options: dict
         def restart(dead: Any) -> Any:
             return ExecutorActor.options(num_cpus=1).remote(f"exec-r{secrets.token_hex(2)}")
 
+        def restart_llm(dead: Any, name: str) -> Any:
+            # Same spec and options as the first one; the loop bounds how often this happens.
+            with contextlib.suppress(Exception):
+                ray.kill(dead, no_restart=True)  # already dead, or hung: free its resources
+            return start_llm_actors(config.llm, 1, options,
+                                    concurrency=config.llm_concurrency)[0]
+
         loop = SearchLoop(
             task=task, ctx=task_context(task, seed), store=store, journal=journal,
             policy=policy, llm_slots=slots, executors=execs, budget=budget,
             exec_timeout=config.exec_timeout, requeue=requeue, restart_executor=restart,
+            restart_llm=restart_llm, llm_timeout=config.llm_timeout,
             on_node=lambda node, s: progress.node(node, s.prompt_tokens + s.completion_tokens),
         )
         progress.loop = loop

@@ -123,10 +123,15 @@ class RunStore:
         table = pa.Table.from_pylist([row], schema=SCHEMA)
         final = self.nodes_dir / f"part-{node.step:06d}-{node.node_id}.parquet"
         tmp = _hidden_tmp(final)
-        pq.write_table(table, tmp)
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        tmp.rename(final)
+        try:
+            pq.write_table(table, tmp)
+            with open(tmp, "rb+") as handle:
+                os.fsync(handle.fileno())
+            tmp.rename(final)
+        except OSError:
+            # A failed write (disk full, I/O error) leaves no torn temp file behind.
+            tmp.unlink(missing_ok=True)
+            raise
         self._appended += 1
         if self._appended % COMPACT_EVERY == 0:
             self.compact()

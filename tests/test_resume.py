@@ -118,6 +118,9 @@ def test_ctrl_c_stops_gracefully(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "engine.run", "--task", str(task), "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        # A shell without job control starts background jobs with SIGINT ignored, and Python
+        # keeps it so; a terminal user's Ctrl-C always arrives, so restore that here.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 120
