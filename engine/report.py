@@ -6,6 +6,7 @@ The facts are gathered here once and rendered twice: as Markdown into `summary.m
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -55,9 +56,11 @@ def shown_path(journal: Journal) -> list[tuple[str, dict[str, Any] | None]]:
 
 
 def top_errors(journal: Journal, n: int = TOP_ERRORS) -> list[tuple[str, int]]:
-    """The most common kinds of failure: the error's text before its first colon."""
+    """The most common kinds of failure: the error's text before its first colon (node ids
+    are dropped, so every duplicate-code node counts as one kind)."""
     return Counter(
-        node.error.split(":")[0][:60] for node in journal if node.is_buggy and node.error
+        re.sub(r"\b[0-9a-f]{12}\b", "<node>", node.error.split(":")[0])[:60]
+        for node in journal if node.is_buggy and node.error
     ).most_common(n)
 
 
