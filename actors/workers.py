@@ -49,6 +49,10 @@ class _ExecutorWorker:
     def pid(self) -> int:
         return os.getpid()
 
+    def node_id(self) -> str:
+        """The Ray node this executor lives on (fault tests remove that node)."""
+        return str(ray.get_runtime_context().get_node_id())
+
 
 # Wrapped rather than decorated so type checkers see the plain classes and Ray sees actors.
 LLMActor: Any = ray.remote(_LLMWorker)

@@ -4,6 +4,7 @@ built by hand (as engine.run.search builds it) so a test can inject faults into 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -52,9 +53,9 @@ def sandbox_uid_processes() -> list[int]:
         except OSError:
             continue
         for line in status.splitlines():
-            if line.startswith("Uid:") and int(line.split()[1]) >= 2**30:
-                if "\nState:\tZ" not in status:
-                    found.append(int(entry))
+            zombie = "\nState:\tZ" in status
+            if line.startswith("Uid:") and int(line.split()[1]) >= 2**30 and not zombie:
+                found.append(int(entry))
     return found
 
 
@@ -143,10 +144,8 @@ def build_rig(tmp: Path, task: PreparedTask, llm_specs: list[str], *, executors:
     def restart_llm(dead: Any, name: str) -> Any:
         spec = llm_specs[min(len(rig.llm_restarts) + 1, len(llm_specs) - 1)]
         rig.llm_restarts.append(spec)
-        try:
+        with contextlib.suppress(Exception):
             ray.kill(dead, no_restart=True)
-        except Exception:
-            pass
         return start_llm_actors(spec, 1, {}, concurrency=concurrency, num_cpus=0,
                                 resources=llm_resources)[0]
 
