@@ -23,7 +23,7 @@ import pandas as pd
 from engine.store import RunStore
 from engine.task import PreparedTask
 from sandbox import Limits, SandboxError, run_script
-from search.errors import EngineError, UserError
+from search.errors import EngineError, UserError, exit_code
 
 DEFAULT_TIMEOUT = 600.0
 
@@ -141,12 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         count = predict(args.run, args.rows, args.output, refit=args.refit,
                         timeout=args.timeout)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return exit_code(exc)
     trained = "train + valid" if args.refit else "train"
     print(f"wrote {count} predictions to {args.output} (best solution of {args.run.name}, "
           f"trained on {trained})")

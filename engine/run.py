@@ -27,7 +27,7 @@ from engine.outputs import write_outputs
 from engine.report import summary_facts, write_summary
 from engine.store import RunStore
 from engine.task import PreparedTask, TaskSpec, prepare_task
-from search.errors import BackendError, EngineError, StoreError, UserError
+from search.errors import BackendError, EngineError, StoreError, UserError, exit_code
 from search.journal import Journal
 from search.node import Node, Operator
 from search.operators import TaskContext
@@ -366,12 +366,9 @@ def main(argv: list[str] | None = None) -> int:
             resume_run(args.resume, args, console)
         else:
             new_run(config_from_args(args), console)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return exit_code(exc)
     except KeyboardInterrupt:
         print("stopped by Ctrl-C; finished nodes are stored", file=sys.stderr)
         return 130

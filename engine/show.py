@@ -19,7 +19,7 @@ from rich.text import Text
 from engine.outputs import existing_files
 from engine.report import overview, shown_path, summary_facts, top_errors
 from engine.store import RunStore
-from search.errors import EngineError, UserError
+from search.errors import EngineError, UserError, exit_code
 from search.journal import Journal
 from search.metric import METRICS
 from search.node import Node
@@ -126,12 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(soft_wrap=False, highlight=False)
     try:
         show(args.run, console, nodes=args.nodes)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return exit_code(exc)
     return 0
 
 

@@ -21,3 +21,8 @@ class BackendError(EngineError):
 
 class StoreError(EngineError):
     """The run directory is unreadable, corrupt, or does not match the task."""
+
+
+def exit_code(exc: EngineError) -> int:
+    """A command's exit status for one of our errors: 2 for input the user can fix, else 1."""
+    return 2 if isinstance(exc, UserError) else 1
