@@ -65,6 +65,7 @@ class RunConfig:
     # Seconds one generation may take before it counts as hung: the node is lost and the LLM
     # actor replaced (a synchronous actor cannot cancel a running call). task.yaml only.
     llm_timeout: float = 600.0
+    select: str = "valid"  # how the final winner is chosen: "valid" score, or "cv" (k-fold)
     baseline: bool = True  # start with the engine's LightGBM root (operator=baseline)
     quiet: bool = False
     num_drafts: int = 3
@@ -82,6 +83,8 @@ class RunConfig:
             )
         if self.max_nodes is not None and self.max_nodes < 1:
             raise UserError(f"bad --max-nodes {self.max_nodes}: it must be at least 1")
+        if self.select not in ("valid", "cv"):
+            raise UserError(f"bad --select {self.select!r}: use valid or cv")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise UserError(f"bad --max-tokens {self.max_tokens}: it must be at least 1")
         if self.llm_replicas < 1 or self.llm_concurrency < 1:

@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exec-timeout", type=float,
                    help="seconds one candidate script may run (default 300)")
     p.add_argument("--address", help="Ray cluster to join, e.g. auto (default: start a local one)")
+    p.add_argument("--select", choices=["valid", "cv"],
+                   help="pick the final best by the valid score (default) or by 5-fold "
+                        "cross-validation of the top 3 nodes on train+valid")
     p.add_argument("--no-baseline", dest="baseline", action="store_false", default=None,
                    help="skip the engine's LightGBM baseline root node")
     p.add_argument("--quiet", action="store_true", default=None,
@@ -88,7 +91,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "executors": args.executors, "llm": args.llm, "llm_replicas": args.llm_replicas,
         "llm_concurrency": args.llm_concurrency, "policy": args.policy, "seed": args.seed,
         "out": args.out, "exec_timeout": args.exec_timeout, "quiet": args.quiet,
-        "address": args.address, "baseline": args.baseline,
+        "address": args.address, "baseline": args.baseline, "select": args.select,
         "budget": parse_budget(args.budget) if args.budget is not None else None,
     }
 
@@ -348,6 +351,8 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig, options: dict
     facts = summary_facts(journal, all_tests, spent)
     store.update_manifest(spent=spent, result=facts)
     summary = write_summary(store.root, task, journal, all_tests, facts)
+    if config.select == "cv" and journal.good_nodes:
+        _select_by_cv(store, task, journal, all_tests, config, console)
     try:
         write_outputs(store.root)
     except Exception as exc:  # every node is already stored; a plot must not lose the run
@@ -356,6 +361,41 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig, options: dict
     if interrupted:
         raise KeyboardInterrupt
     return store.root
+
+
+def _select_by_cv(store: RunStore, task: PreparedTask, journal: Journal,
+                  tests: dict[str, float | None], config: RunConfig, console: Console) -> None:
+    """--select cv: re-rank the top nodes by cross-validation and put the winner in best/."""
+    from engine.select import select_by_cv, selection_record
+    from sandbox import Limits, run_script
+
+    folds = 5
+    console.print(f"selecting the final best by {folds}-fold cross-validation of the top 3 "
+                  "nodes on train+valid", markup=False)
+    limits = Limits(wall_seconds=config.exec_timeout)
+    winner, scores = select_by_cv(task, journal, folds=folds, seed=config.seed, limits=limits)
+    record = selection_record(winner, scores, tests, folds)
+    valid_best = journal.best()
+    if winner is not None and valid_best is not None and winner != valid_best.node_id:
+        node = journal.get(winner)
+        result = run_script(node.code, task.inputs(), limits)
+        if result.status == "ok":
+            store.write_best(node, result)
+        else:
+            record["winner"] = valid_best.node_id
+            record["note"] = f"cv winner failed on the original split: {result.error}"
+    store.update_manifest(selection=record)
+    lines = ["", f"## Final selection ({record['method']})", "",
+             f"| node | valid {task.metric.name} | cv mean ± sd | test (reported only) | |",
+             "|---|---|---|---|---|"]
+    for c in record["candidates"]:
+        cv = ("failed: " + c["error"][:60]) if c["cv_mean"] is None else (
+            f"{c['cv_mean']:.5g} ± {c['cv_sd'] or 0:.2g}")
+        test = "n/a" if c["test_raw"] is None else f"{c['test_raw']:.5g}"
+        mark = "**in best/**" if c["node_id"] == record["winner"] else ""
+        lines.append(f"| {c['node_id']} | {c['valid_raw']:.5g} | {cv} | {test} | {mark} |")
+    with open(store.root / "summary.md", "a") as handle:
+        handle.write("\n".join(lines) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -121,3 +121,25 @@ def test_baseline_root_on_a_classification_task(tmp_path: Path, metric: str) -> 
     assert set(valid.prediction) <= {"yes", "no"}
     if metric == "roc_auc":
         assert {"proba_no", "proba_yes"} <= set(valid.columns)
+
+
+def test_select_cv_reranks_the_top_nodes(tmp_path: Path) -> None:
+    make_data(tmp_path / "train.csv")
+    out = tmp_path / "runs"
+    argv = ["--data", str(tmp_path / "train.csv"), "--target", "y", "--llm", f"scripted:{SCRIPT}",
+            "--max-nodes", "6", "--executors", "1", "--select", "cv", "--out", str(out),
+            "--quiet"]
+    assert main(argv) == 0
+    (run,) = [p for p in out.iterdir() if not p.name.startswith(".")]
+    selection = json.loads((run / "manifest.json").read_text())["selection"]
+    candidates = selection["candidates"]
+    assert 2 <= len(candidates) <= 3
+    ran = [c for c in candidates if not c["error"]]
+    assert ran and all(len(c["fold_scores"]) == 5 for c in ran)
+    assert all(c["cv_mean"] >= 0 for c in ran)  # rmse of each fold, on train+valid only
+    winner = selection["winner"]
+    best_cv = min(ran, key=lambda c: c["cv_mean"])
+    assert winner == best_cv["node_id"]
+    rows = pd.read_parquet(run / "nodes").set_index("node_id")
+    assert (run / "best" / "solution.py").read_text() == rows.loc[winner, "code"]
+    assert "Final selection (5-fold cv on train+valid)" in (run / "summary.md").read_text()
