@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from search.node import Node, Operator, Status
 
 
@@ -17,3 +20,19 @@ def make_node(node_id: str, parent_id: str | None = None, *, operator: Operator 
         metric=metric if ok else None,
         metric_raw=metric if ok else None, exec_seconds=exec_seconds,
     )
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live pids whose command line holds `marker` (this process excluded)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state != "Z":
+            found.append(int(entry))
+    return found

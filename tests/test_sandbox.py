@@ -3,7 +3,6 @@ ordinary candidate and checks what the host sees afterwards."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import textwrap
@@ -17,6 +16,7 @@ import pytest
 from sandbox import ExecResult, Limits, SandboxError, _runner, isolation_mode, run_script
 from sandbox._isolation import RLIMITS, UNSHARE, Plan
 from sandbox._status import classify
+from tests.helpers import processes_with
 
 HAVE_BWRAP = shutil.which("bwrap") is not None
 needs_bwrap = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap not installed")
@@ -33,22 +33,6 @@ def run(
     return run_script(
         textwrap.dedent(code), INPUTS, limits, workdir_root=workdir_root, keep_workdir=keep_workdir
     )
-
-
-def processes_with(marker: str) -> list[int]:
-    """Pids whose command line holds `marker` (our own process excluded)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in cmdline and state != "Z":
-            found.append(int(entry))
-    return found
 
 
 def spawn_code(marker: str, body: str) -> str:

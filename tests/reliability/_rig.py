@@ -26,22 +26,6 @@ from search.journal import Journal
 from search.policy import make_policy
 
 
-def processes_with(marker: str) -> list[int]:
-    """Live pids whose command line holds `marker` (this process excluded)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in cmdline and state != "Z":
-            found.append(int(entry))
-    return found
-
-
 def sandbox_uid_processes() -> list[int]:
     """Live processes of the sandbox's private uids (2**30 and up): none may outlive a run."""
     found = []

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,25 +17,15 @@ from engine.loop import MAX_LLM_RESTARTS, SearchLoop
 from engine.task import PreparedTask
 from search.errors import BackendError
 from search.node import Operator, Status
+from tests.helpers import processes_with
 from tests.reliability._rig import (
     build_rig,
     check_stored_once,
     pending,
-    processes_with,
     replies,
     script,
     write_replies,
 )
-
-
-@pytest.fixture(scope="module")
-def ray_local() -> Iterator[None]:
-    ray.init(address="local", num_cpus=4, include_dashboard=False,
-             object_store_memory=100 * 2**20, log_to_driver=False, configure_logging=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 @pytest.fixture(scope="module")

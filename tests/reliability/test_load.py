@@ -7,11 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
-import ray
 
 from benchmarks.scaling import make_task
 from search.node import Status
@@ -25,16 +21,6 @@ from tests.reliability._rig import (
 )
 
 NODES = 200
-
-
-@pytest.fixture(scope="module")
-def ray_local() -> Iterator[None]:
-    ray.init(address="local", num_cpus=4, include_dashboard=False,
-             object_store_memory=100 * 2**20, log_to_driver=False, configure_logging=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 def descendants(pid: int) -> list[int]:
