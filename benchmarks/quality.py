@@ -1,0 +1,117 @@
+"""Does the search beat its own baseline root? One run per task, then the numbers that judge it.
+
+    python -m benchmarks.quality [--suite lite] [--budget 15m] [--llm llama] [--out runs/quality]
+
+For each task of the suite: one `engine.run` with `--select cv`, then from its Parquet rows the
+test score of the baseline root, of the best node by valid score and of the node chosen by
+cross-validation, LightGBM with default settings on the same split, the operator that found the
+best node, and the debug success rate. Test scores are read after the run; nothing in the search
+saw them. Prints a markdown table and writes it, with the raw numbers as JSON, under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchmarks.datasets import Dataset, suite
+from benchmarks.slice import lightgbm_default
+from engine.run import main as run_main
+from engine.store import RunStore
+from search.metric import METRICS
+
+
+def _debug_success(rows: pd.DataFrame) -> tuple[int, int]:
+    """(debug nodes that ran ok, debug nodes) — a debug step 'succeeds' when its code runs."""
+    debugs = rows[rows.operator == "debug"]
+    return int((debugs.status == "ok").sum()), len(debugs)
+
+
+def measure(dataset: Dataset, run_dir: Path) -> dict[str, Any]:
+    store = RunStore.open(run_dir)
+    rows = pd.DataFrame(store.read_rows())
+    manifest = store.manifest()
+    result = manifest.get("result", {})
+    selection = manifest.get("selection", {})
+    baseline = rows[rows.operator == "baseline"]
+    ok_llm = rows[(rows.status == "ok") & (rows.operator != "baseline")]
+    fixed, debugs = _debug_success(rows)
+    cv_winner = selection.get("winner")
+    cv_test = rows.loc[rows.node_id == cv_winner, "test_metric_raw"]
+    return {
+        "task": dataset.name,
+        "metric": store.load_task().metric.name,
+        "nodes": len(rows),
+        "ok_llm_nodes": len(ok_llm),
+        "baseline_valid": float(baseline.metric_raw.iloc[0]) if len(baseline) else None,
+        "baseline_test": float(baseline.test_metric_raw.iloc[0]) if len(baseline) else None,
+        "best_valid": result.get("best_valid"),
+        "best_test": result.get("best_test"),
+        "best_operator": result.get("best_operator"),
+        "cv_test": float(cv_test.iloc[0]) if len(cv_test) else None,
+        "lightgbm_default_test": lightgbm_default(run_dir),
+        "debug_fixed": fixed,
+        "debugs": debugs,
+        "run_dir": str(run_dir),
+    }
+
+
+def _verdict(row: dict[str, Any], higher: bool) -> str:
+    best, base = row["best_test"], row["baseline_test"]
+    if best is None or base is None:
+        return "n/a"
+    if best == base:
+        return "tie"
+    return "better" if (best > base) == higher else "worse"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    def f(value: Any) -> str:
+        return "n/a" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+
+    lines = ["| task | metric | baseline root test | engine best test (valid) | operator | "
+             "cv-selected test | LightGBM default test | vs root | debug fixed | nodes (ok LLM) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        higher = METRICS[r["metric"]].maximize
+        lines.append(
+            f"| {r['task']} | {r['metric']} | {f(r['baseline_test'])} | {f(r['best_test'])} "
+            f"({f(r['best_valid'])}) | {r['best_operator']} | {f(r['cv_test'])} | "
+            f"{f(r['lightgbm_default_test'])} | {_verdict(r, higher)} | "
+            f"{r['debug_fixed']}/{r['debugs']} | {r['nodes']} ({r['ok_llm_nodes']}) |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", default="lite", help="suite name or comma-separated datasets")
+    parser.add_argument("--budget", default="15m", help="search budget per task (default 15m)")
+    parser.add_argument("--llm", default="llama", help="LLM spec (default: embedded model)")
+    parser.add_argument("--out", default="runs/quality", help="where runs and the table go")
+    args, extra = parser.parse_known_args(argv)
+    out = Path(args.out)
+    results = []
+    for dataset in suite(args.suite):
+        task_out = out / dataset.name
+        before = set(task_out.iterdir()) if task_out.exists() else set()
+        print(f"== {dataset.name}: {args.budget}", flush=True)
+        code = run_main(["--data", str(dataset.path), "--target", dataset.target,
+                         "--budget", args.budget, "--llm", args.llm, "--select", "cv",
+                         "--out", str(task_out), "--quiet", *extra])
+        if code != 0:
+            return code
+        (run_dir,) = [p for p in set(task_out.iterdir()) - before if not p.name.startswith(".")]
+        results.append(measure(dataset, run_dir))
+        (out / "quality.json").write_text(json.dumps(results, indent=2))
+        (out / "quality.md").write_text(table(results) + "\n")
+        print(table(results), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
