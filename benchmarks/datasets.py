@@ -1,4 +1,4 @@
-"""Registry of the benchmark datasets shipped under `benchmarks/data/` and the suites built from them.
+"""Registry of the benchmark datasets shipped under `benchmarks/data/`, and suites of them.
 
 Each folder holds one CSV (cleaned as its SOURCE.txt's last line says) and the SOURCE.txt with
 origin, licence and attribution. Metrics follow the two benchmark traditions we compare with:

@@ -72,7 +72,9 @@ def _verdict(row: dict[str, Any], higher: bool) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     def f(value: Any) -> str:
-        return "n/a" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+        if value is None:
+            return "n/a"
+        return f"{value:.4g}" if isinstance(value, float) else str(value)
 
     lines = ["| task | metric | baseline root test | engine best test (valid) | operator | "
              "cv-selected test | LightGBM default test | vs root | debug fixed | nodes (ok LLM) |",
