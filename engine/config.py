@@ -67,6 +67,7 @@ class RunConfig:
     llm_timeout: float = 600.0
     select: str = "valid"  # how the final winner is chosen: "valid" score, or "cv" (k-fold)
     baseline: bool = True  # start with the engine's LightGBM root (operator=baseline)
+    ensemble: bool = True  # let the policy propose engine-written ensembles of the best nodes
     quiet: bool = False
     num_drafts: int = 3
     debug_prob: float = 0.5

@@ -23,6 +23,7 @@ from engine.store import RunStore
 from engine.task import PreparedTask
 from sandbox import ExecResult, Limits
 from search.chat import ChatPrompt, Reply
+from search.ensemble import plan as ensemble_plan
 from search.errors import BackendError, StoreError
 from search.journal import Journal
 from search.node import Node, Operator, Status, code_hash
@@ -31,6 +32,8 @@ from search.operators import (
     assemble,
     baseline_code,
     build_prompt,
+    ensemble_code,
+    ensemble_vote,
     parse_reply,
     repair_prompt,
     self_reported_metric,
@@ -38,6 +41,7 @@ from search.operators import (
 from search.policy import InFlightKey, Policy, Proposal
 
 DEADLINE_ERROR = "stopped at the budget deadline"
+ENGINE_WRITTEN = (Operator.BASELINE, Operator.ENSEMBLE)
 STOPPED_ERROR = "stopped by the user"
 # An LLM actor that dies (or hangs past llm_timeout) is replaced; this many replacements in a
 # row without one good reply from that actor means the backend itself is broken: stop loudly
@@ -208,13 +212,8 @@ class SearchLoop:
         return sum(self._in_flight.values())
 
     def _dispatch(self) -> None:
-        while self._requeue and self._requeue[0][0].operator is Operator.BASELINE:
-            # The engine writes this root itself: no LLM call, straight to an executor.
-            job = self._new_job(self._requeue.popleft()[0], 0)
-            job.plan = "LightGBM with default settings on prepared features (engine baseline)"
-            job.code = assemble(self.ctx, baseline_code(self.ctx))
-            job.queued_at = time.time()
-            self._ready.append(job)
+        while self._requeue and self._requeue[0][0].operator in ENGINE_WRITTEN:
+            self._engine_job(*self._requeue.popleft())
         while self._ready and self._free_execs:
             self._execute(self._ready.popleft(), self._free_execs.popleft())
         # Generate ahead while code waiting for executors stays under one per executor: a slow
@@ -232,7 +231,28 @@ class SearchLoop:
                 if not proposals:
                     return
                 proposal, attempt = proposals[0], 0
+            if proposal.operator in ENGINE_WRITTEN:
+                self._engine_job(proposal, attempt)
+                continue
             self._generate(self._new_job(proposal, attempt), self._free_llms.popleft())
+
+    def _engine_job(self, proposal: Proposal, attempt: int) -> None:
+        """Code the engine writes itself (baseline root, ensembles): no LLM call, straight to
+        the executors."""
+        if proposal.operator is Operator.ENSEMBLE:
+            ids = proposal.hint.split(",")
+            if not all(i in self.journal for i in ids):
+                return  # a requeued ensemble whose members were never stored
+            job = self._new_job(proposal, attempt)
+            job.plan = ensemble_plan(ids, ensemble_vote(self.ctx))
+            job.code = ensemble_code(self.ctx, [self.journal.get(i).code for i in ids])
+        else:
+            job = self._new_job(proposal, attempt)
+            job.plan = "LightGBM with default settings on prepared features (engine baseline)"
+            job.code = assemble(self.ctx, baseline_code(self.ctx))
+        job.queued_at = time.time()
+        self._running_code[code_hash(job.code)] = job.node_id
+        self._ready.append(job)
 
     def _new_job(self, proposal: Proposal, attempt: int) -> Job:
         self._in_flight[proposal.key] = self._in_flight.get(proposal.key, 0) + 1

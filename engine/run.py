@@ -30,7 +30,7 @@ from engine.task import PreparedTask, TaskSpec, prepare_task
 from search.errors import BackendError, EngineError, StoreError, UserError, exit_code
 from search.journal import Journal
 from search.node import Node, Operator
-from search.operators import TaskContext
+from search.operators import TaskContext, ensemble_vote
 from search.policy import Proposal, make_policy
 
 EPILOG = """examples:
@@ -79,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "cross-validation of the top 3 nodes on train+valid")
     p.add_argument("--no-baseline", dest="baseline", action="store_false", default=None,
                    help="skip the engine's LightGBM baseline root node")
+    p.add_argument("--no-ensemble", dest="ensemble", action="store_false", default=None,
+                   help="never propose engine-written ensembles of the best nodes")
     p.add_argument("--quiet", action="store_true", default=None,
                    help="plain log lines instead of the live display")
     return p
@@ -91,7 +93,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "executors": args.executors, "llm": args.llm, "llm_replicas": args.llm_replicas,
         "llm_concurrency": args.llm_concurrency, "policy": args.policy, "seed": args.seed,
         "out": args.out, "exec_timeout": args.exec_timeout, "quiet": args.quiet,
-        "address": args.address, "baseline": args.baseline, "select": args.select,
+        "address": args.address, "baseline": args.baseline, "ensemble": args.ensemble,
+        "select": args.select,
         "budget": parse_budget(args.budget) if args.budget is not None else None,
     }
 
@@ -268,8 +271,11 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig, options: dict
     starts = manifest.get("starts", [])
     # Each start gets its own seed stream, so a resumed run does not replay the first one.
     seed = config.seed + 1000 * len(starts)
+    vote = ensemble_vote(task_context(task, seed))
+    sizes = ((3,) if vote else (2, 3)) if config.ensemble else ()
     policy = make_policy(config.policy, seed=seed, num_drafts=config.num_drafts,
-                         debug_prob=config.debug_prob, max_debug_depth=config.max_debug_depth)
+                         debug_prob=config.debug_prob, max_debug_depth=config.max_debug_depth,
+                         ensemble_sizes=sizes)
     for node in journal:
         policy.observe(node)
     if config.baseline and not any(n.operator is Operator.BASELINE for n in journal):

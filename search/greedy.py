@@ -1,5 +1,8 @@
 """Greedy AIDE-style policy: draft a few roots, then debug buggy leaves or improve the best.
 
+Whenever the best working nodes form a set not ensembled yet, it first proposes an
+engine-written ensemble of them (search/ensemble.py: no LLM call, one executor run).
+
 With k proposals in flight it counts in-flight drafts toward `num_drafts`, never hands the
 same buggy leaf to two workers at once, and lets several workers improve the best node
 (each reply differs, and the prompt tells siblings what was already tried).
@@ -11,6 +14,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from search.ensemble import next_members
 from search.ideas import draft_idea, improve_idea
 from search.journal import Journal
 from search.node import Node, Operator
@@ -24,6 +28,8 @@ class GreedyPolicy:
     debug_prob: float = 0.5
     max_debug_depth: int = 3
     base_temperature: float = 0.7
+    # Ensemble sizes to try, smallest first: (2, 3) averages; (3,) votes; () turns it off.
+    ensemble_sizes: tuple[int, ...] = (2, 3)
     name: str = "greedy"
 
     def __post_init__(self) -> None:
@@ -48,10 +54,15 @@ class GreedyPolicy:
         n_drafts = len(journal.draft_nodes) + drafts_in_flight
         if n_drafts < self.num_drafts:
             return Proposal(Operator.DRAFT, None, self.base_temperature, draft_idea(n_drafts))
+        if not any(op is Operator.ENSEMBLE for op, _ in taken):
+            ids = next_members(journal, self.ensemble_sizes)
+            if ids is not None:
+                return Proposal(Operator.ENSEMBLE, ids[0], 0.0, ",".join(ids))
         debuggable = [
             leaf
             for leaf in journal.buggy_leaves
-            if journal.debug_depth(leaf.node_id) < self.max_debug_depth
+            if leaf.operator is not Operator.ENSEMBLE
+            and journal.debug_depth(leaf.node_id) < self.max_debug_depth
             and taken.get((Operator.DEBUG, leaf.node_id), 0) == 0
         ]
         if debuggable and self._rng.random() < self.debug_prob:
@@ -60,7 +71,9 @@ class GreedyPolicy:
             # Seed 002: a debug that failed once needs a different idea, so sample wider.
             temperature = min(1.2, self.base_temperature + 0.15 * depth)
             return Proposal(Operator.DEBUG, leaf.node_id, temperature)
-        best = journal.best()
+        # An ensemble is the engine's code, not something to hand the LLM to edit.
+        best = max((n for n in journal.good_nodes if n.operator is not Operator.ENSEMBLE),
+                   key=lambda n: (n.metric or 0.0, -n.step), default=None)
         if best is not None:
             siblings = len(journal.children(best.node_id))
             siblings += taken.get((Operator.IMPROVE, best.node_id), 0)

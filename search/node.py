@@ -29,6 +29,7 @@ class Operator(StrEnum):
     REFLECT = "reflect"
     SELA = "sela"
     BASELINE = "baseline"
+    ENSEMBLE = "ensemble"
 
 
 def code_hash(code: str) -> str:

@@ -196,6 +196,62 @@ def baseline_code(ctx: TaskContext) -> str:
     )
 
 
+_ENSEMBLE = """import numpy as np
+
+# The members' model code, each run in its own namespace so their names cannot clash.
+MEMBERS = __MEMBERS__
+
+
+def _member(source, X, y, X_valid, X_test):
+    scope = {"prepare": prepare, "np": np, "pd": pd, "__name__": "member"}
+    exec(compile(source, "member", "exec"), scope)
+    return scope["fit_predict"](X.copy(), y.copy(), X_valid.copy(), X_test.copy())
+
+
+def _combine(preds):
+__COMBINE__
+
+def fit_predict(X, y, X_valid, X_test):
+    outs = [_member(source, X, y, X_valid, X_test) for source in MEMBERS]
+    return _combine([v for v, _ in outs]), _combine([t for _, t in outs])
+"""
+
+_MEAN = """    columns = [np.asarray(p, dtype=float).reshape(len(p), -1)[:, 0] for p in preds]
+    return np.mean(columns, axis=0)
+"""
+
+_MEAN_PROBA = """    arrays = []
+    for p in preds:  # binary members may return the positive class's probability alone
+        p = np.asarray(p, dtype=float)
+        arrays.append(np.column_stack([1 - p, p]) if p.ndim == 1 else p)
+    return np.mean(arrays, axis=0)
+"""
+
+# Majority vote; a tie goes to the first member, the best one by valid score.
+_VOTE = """    labels = [list(np.asarray(p).ravel()) for p in preds]
+    out = []
+    for row in zip(*labels):
+        keys = [str(v) for v in row]
+        top = max(keys.count(k) for k in keys)
+        out.append(row[0] if keys.count(keys[0]) == top else
+                   next(v for v, k in zip(row, keys) if keys.count(k) == top))
+    return np.asarray(out, dtype=object)
+"""
+
+
+def ensemble_vote(ctx: TaskContext) -> bool:
+    """Class labels cannot be averaged: such tasks ensemble by a vote of three."""
+    return ctx.task_type != "regression" and not ctx.needs_proba
+
+
+def ensemble_code(ctx: TaskContext, member_codes: list[str]) -> str:
+    """The assembled script of an engine-written ensemble of model codes (see search/ensemble)."""
+    combine = _VOTE if ensemble_vote(ctx) else _MEAN_PROBA if ctx.needs_proba else _MEAN
+    sources = "[\n" + "".join(f"    {model_part(c)!r},\n" for c in member_codes) + "]"
+    model = _ENSEMBLE.replace("__MEMBERS__", sources).replace("__COMBINE__", combine.rstrip("\n"))
+    return assemble(ctx, model)
+
+
 def _prefix(ctx: TaskContext) -> str:
     direction = "higher is better" if ctx.maximize else "lower is better"
     # The harness is described, not shown: shown, a small model copies its file handling.
