@@ -214,8 +214,7 @@ class SearchLoop:
     def _dispatch(self) -> None:
         while self._requeue and self._requeue[0][0].operator in ENGINE_WRITTEN:
             self._engine_job(*self._requeue.popleft())
-        while self._ready and self._free_execs:
-            self._execute(self._ready.popleft(), self._free_execs.popleft())
+        self._start_ready()
         # Generate ahead while code waiting for executors stays under one per executor: a slow
         # LLM then never leaves executors idle, and waiting code is at most one round stale.
         while self._free_llms and len(self._ready) < self._n_executors:
@@ -233,8 +232,13 @@ class SearchLoop:
                 proposal, attempt = proposals[0], 0
             if proposal.operator in ENGINE_WRITTEN:
                 self._engine_job(proposal, attempt)
+                self._start_ready()  # else it could wait while nothing else is in flight
                 continue
             self._generate(self._new_job(proposal, attempt), self._free_llms.popleft())
+
+    def _start_ready(self) -> None:
+        while self._ready and self._free_execs:
+            self._execute(self._ready.popleft(), self._free_execs.popleft())
 
     def _engine_job(self, proposal: Proposal, attempt: int) -> None:
         """Code the engine writes itself (baseline root, ensembles): no LLM call, straight to

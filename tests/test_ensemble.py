@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import io
+import json
 from dataclasses import replace
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from engine.run import main
 from sandbox import Limits, run_script
 from search.ensemble import members, next_members, plan, tried
 from search.greedy import GreedyPolicy
@@ -109,3 +113,37 @@ def test_vote_of_labels_breaks_ties_toward_the_best_member() -> None:
                              "['b', 'c', 'a'], ['a', 'a']"])
     # row 1: b wins 2-1; row 2: a wins 2-1; row 3: a three-way tie goes to the first member.
     assert out.prediction.tolist() == ["b", "a", "c"]
+
+
+def fit_predict_reply(estimator: str) -> str:
+    return (f"A {estimator}.\n```python\nfrom sklearn.ensemble import {estimator}\n\n"
+            "def fit_predict(X, y, X_valid, X_test):\n"
+            "    X, X_valid, X_test = prepare(X, X_valid, X_test)\n"
+            f"    model = {estimator}(n_estimators=20, random_state=0).fit(X, y)\n"
+            "    return model.predict(X_valid), model.predict(X_test)\n```\n")
+
+
+def test_ensembles_run_in_the_loop_and_the_run_uses_its_whole_node_budget(
+        tmp_path: Path) -> None:
+    """Regression: an engine-written job queued while nothing else was in flight used to end
+    the run early, recording that ensemble as killed at a deadline that had not come."""
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(2, 200))
+    pd.DataFrame({"a": a, "b": b, "y": 3 * a + b**2}).to_csv(tmp_path / "train.csv", index=False)
+    # Slow replies and improvements without code: the executor is idle when a reply fails,
+    # and the policy's next proposal is an ensemble.
+    replies = {"delay": 1.5,
+               "draft": [fit_predict_reply("RandomForestRegressor"),
+                         fit_predict_reply("ExtraTreesRegressor")],
+               "improve": ["I would rather not write code."]}
+    (tmp_path / "replies.json").write_text(json.dumps(replies))
+    assert main(["--data", str(tmp_path / "train.csv"), "--target", "y", "--llm",
+                 f"scripted:{tmp_path / 'replies.json'}", "--max-nodes", "9", "--executors", "1",
+                 "--budget", "5m", "--quiet", "--out", str(tmp_path / "runs")]) == 0
+    (run,) = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
+    rows = pd.read_parquet(run / "nodes")
+    assert len(rows) == 9
+    ensembles = rows[rows.operator == "ensemble"]
+    assert len(ensembles) >= 1 and (ensembles.status == "ok").all()
+    best = json.loads((run / "manifest.json").read_text())["result"]
+    assert best["best_valid"] == rows[rows.status == "ok"].metric_raw.min()
