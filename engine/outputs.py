@@ -23,6 +23,7 @@ from typing import Any
 
 from engine.report import FILES
 from engine.store import RunStore
+from search.constraints import Constraints
 from search.journal import Journal
 from search.metric import METRICS
 from search.node import Node, Status
@@ -56,7 +57,8 @@ def _load(root: Path) -> _Run:
     store = RunStore.open(Path(root))
     rows = store.read_rows()
     tests = {str(r["node_id"]): r.get("test_metric_raw") for r in rows}
-    journal = Journal([Node.from_record(r) for r in rows])
+    journal = Journal([Node.from_record(r) for r in rows],
+                      constraints=Constraints.from_mapping(store.manifest().get("config", {})))
     return _Run(store, rows, journal, tests, store.manifest())
 
 
@@ -72,8 +74,8 @@ def write_outputs(root: Path) -> None:
 
 
 def ranked_good(journal: Journal, k: int = GOOD_K) -> list[Node]:
-    """The k best working nodes by valid metric with distinct code; ties go to the earlier."""
-    ranked = sorted(journal.good_nodes, key=lambda n: (-(n.metric or 0.0), n.step, n.node_id))
+    """The k best eligible nodes by valid metric with distinct code; ties go to the earlier."""
+    ranked = sorted(journal.eligible_nodes, key=lambda n: (-(n.metric or 0.0), n.step, n.node_id))
     chosen: list[Node] = []
     seen: set[str] = set()
     for node in ranked:
