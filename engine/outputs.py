@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.report import FILES
+from engine.report import FILES, cost
 from engine.store import RunStore
 from search.constraints import Constraints
 from search.journal import Journal
@@ -145,6 +145,7 @@ def _tree_data(run: _Run) -> dict[str, Any]:
     nodes = []
     for row in rows:
         failed = row["status"] != Status.OK.value
+        node = journal.get(row["node_id"])
         nodes.append({
             "id": row["node_id"], "parent": row["parent_id"], "step": row["step"],
             "depth": row["depth"], "operator": row["operator"], "status": row["status"],
@@ -158,6 +159,9 @@ def _tree_data(run: _Run) -> dict[str, Any]:
             "completion_tokens": row["completion_tokens"] or 0,
             "model": row["model"] or "", "llm_actor": row["llm_actor"] or "",
             "executor": row["executor"] or "", "temperature": row["temperature"],
+            "cost": cost(node) if node.is_ok else "",
+            "flags": ", ".join(node.flag_list),
+            "excluded": "; ".join(journal.constraints.violations(node)) if node.is_ok else "",
         })
     return {
         "run_id": store.run_id,
@@ -444,6 +448,9 @@ _JS = r"""
       + " prompt, " + n.completion_tokens + " completion)");
     if (n.model) add("model", n.model + (n.temperature !== null ? " @ T=" + n.temperature : ""));
     add("workers", [n.llm_actor, n.executor].filter(Boolean).join(", ") || "none");
+    if (n.cost) add("measured", n.cost);
+    if (n.excluded) add("not eligible", n.excluded);
+    if (n.flags) add("flags", n.flags);
     panel.appendChild(dl);
     panel.appendChild(el("h3", {}, "Plan"));
     panel.appendChild(el("p", {id: "node-plan"}, n.plan || "(none)"));

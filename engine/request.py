@@ -360,7 +360,7 @@ def _columns_in(phrase: str, columns: tuple[str, ...]) -> list[tuple[str, str]]:
                 continue  # inside a longer match: "monthly charges" wins over "charges"
             span = " ".join(words[i: i + size]).strip("\"'`“”‘’.")
             column = lookup_column(span, columns)
-            if column is not None and span.lower() not in _FILLER:
+            if column is not None and (span == column or span.lower() not in _FILLER):
                 found.append((i, i + size, column, span))
     found.sort()
     out: list[tuple[str, str]] = []
