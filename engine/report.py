@@ -106,7 +106,9 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
         ("task", f"predict `{target}` ({task_type}), metric {metric} ({direction} is better)"),
         (f"best valid {metric}",
          _fmt(facts.get("best_valid"))
-         + (f" (node {best.node_id}, {best.operator.value})" if best else " (no working node)")),
+         + (f" (node {best.node_id}, {best.operator.value})" if best else
+            f" (no eligible node: {len(journal.excluded_nodes)} ok nodes break the constraints)"
+            if journal.excluded_nodes else " (no working node)")),
         (f"its test {metric}", _fmt(facts.get("best_test")) + " (reported only, never searched)"),
         *([("its cost", cost(best))] if best else []),
         *([("constraints", "; ".join(journal.constraints.describe())

@@ -230,3 +230,14 @@ def test_the_spec_shows_where_each_field_came_from(here: Path) -> None:
     assert "max_predict_ms_per_row: 5" in shown
     values = request.config_values()
     assert values["max_predict_ms_per_row"] == 5.0 and values["description"].startswith("predict")
+
+
+@pytest.mark.slow
+def test_the_embedded_llm_answers_in_json_within_the_choices(here: Path) -> None:
+    """The real model with its decoding constrained by the schema: a valid column, as JSON."""
+    from actors.llama_backend import LlamaLLM
+
+    request = resolve_request("forecast customer attrition for data/telco.csv, maximise AUC",
+                              llm=lambda: LlamaLLM(n_ctx=2048))
+    assert request.target in request.columns and request.sources["target"] == "LLM"
+    assert request.target == "Churn"
