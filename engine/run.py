@@ -44,8 +44,7 @@ from search.policy import Proposal, make_policy
 EPILOG = """examples:
   python -m engine.run --data benchmarks/data/concrete-strength/concrete.csv --target strength
   python -m engine.run --task task.yaml --budget 2h
-  python -m engine.run --task "predict churn from data/telco.csv, maximise AUC, predictions \
-      under 5 ms per row" --budget 1h
+  python -m engine.run --task "predict churn from data/telco.csv, maximise AUC" --budget 1h
   python -m engine.run --data train.csv --target label --llm scripted:replies.json --quiet
 """
 
