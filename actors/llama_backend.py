@@ -95,6 +95,9 @@ class LlamaLLM:
         max_tokens = fit_max_tokens(self._estimate_prompt_tokens(prompt), prompt.max_tokens,
                                     self.n_ctx)
         start = time.perf_counter()
+        extra: dict[str, Any] = {}
+        if prompt.json_schema is not None:  # decoding constrained by a grammar from the schema
+            extra["response_format"] = {"type": "json_object", "schema": prompt.json_schema}
         try:
             # temperature 0 selects llama.cpp's greedy sampler, so such replies are exact repeats.
             response = self._llama.create_chat_completion(
@@ -103,6 +106,7 @@ class LlamaLLM:
                 temperature=prompt.temperature,
                 seed=prompt.seed,
                 stop=prompt.stop or None,
+                **extra,
             )
         except (ValueError, RuntimeError) as exc:
             what = prompt.tag or "chat"

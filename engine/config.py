@@ -50,6 +50,12 @@ class RunConfig:
     test: Path | None = None
     metric: str | None = None
     description: str = ""
+    task_type: str | None = None  # "classification" | "regression"; None: inferred
+    # Deployment constraints (task.yaml or the words of a plain-language --task); a node that
+    # breaks one is not eligible as best.
+    max_predict_ms_per_row: float | None = None
+    max_model_mb: float | None = None
+    max_train_seconds: float | None = None
     budget: float = 600.0  # seconds of wall clock
     max_nodes: int | None = None
     max_tokens: int | None = None
@@ -82,6 +88,13 @@ class RunConfig:
             raise UserError(
                 f"unknown metric {self.metric!r}; choose one of: {', '.join(sorted(METRICS))}"
             )
+        if self.task_type not in (None, *TASK_TYPES):
+            raise UserError(f"bad task_type {self.task_type!r}: use {' or '.join(TASK_TYPES)}")
+        for name in CONSTRAINT_KEYS:
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                      or value <= 0):
+                raise UserError(f"bad {name} {value!r}: it must be a number above zero")
         if self.max_nodes is not None and self.max_nodes < 1:
             raise UserError(f"bad --max-nodes {self.max_nodes}: it must be at least 1")
         if self.select not in ("valid", "cv"):
@@ -116,6 +129,12 @@ class RunConfig:
 
 
 _PATHS = {"data", "test", "out"}
+TASK_TYPES = ("classification", "regression")
+CONSTRAINT_KEYS = ("max_predict_ms_per_row", "max_model_mb", "max_train_seconds")
+# What a run writes into its task.yaml: the task and how it was searched, not machine details.
+_TASK_YAML_KEYS = ("data", "test", "target", "metric", "task_type", "description",
+                   *CONSTRAINT_KEYS, "budget", "seed", "llm", "policy")
+TASK_FILE_SUFFIXES = (".yaml", ".yml")
 
 
 def _jsonable(value: Any) -> Any:
@@ -140,7 +159,7 @@ def _build(data: dict[str, Any], base: Path, source: str) -> RunConfig:
             kind, _, arg = str(value).partition(":")
             path = Path(arg).expanduser()
             values[key] = f"{kind}:{path if path.is_absolute() else base / path}"
-        elif key == "budget":
+        elif key in ("budget", "max_train_seconds"):
             values[key] = parse_budget(value)
         else:
             values[key] = value
@@ -167,3 +186,29 @@ def load_task_yaml(path: Path) -> RunConfig:
 def merge(base: RunConfig, overrides: dict[str, Any]) -> RunConfig:
     """CLI flags given explicitly win over the task file."""
     return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def is_task_file(text: str) -> bool:
+    """Whether `--task TEXT` names a task file (a .yaml/.yml path without spaces, or any
+    existing file) rather than a plain-language request."""
+    path = Path(text).expanduser()
+    return path.is_file() or (path.suffix.lower() in TASK_FILE_SUFFIXES and " " not in text)
+
+
+def task_yaml_text(config: RunConfig, metric: str, header: str = "") -> str:
+    """A task.yaml that runs this task again: `--task runs/<id>/task.yaml`. Paths are absolute,
+    since the file lives in the run directory; `metric` is the one the run resolved."""
+    values: dict[str, Any] = {}
+    for key in _TASK_YAML_KEYS:
+        value = metric if key == "metric" else getattr(config, key)
+        if value is None or value == "":
+            continue
+        if key in ("data", "test"):
+            value = str(Path(value).expanduser().resolve())
+        elif key == "llm" and str(value).startswith(("scripted:", "llama:")) and ":" in value:
+            kind, _, arg = str(value).partition(":")
+            value = f"{kind}:{Path(arg).expanduser().resolve()}" if arg else kind
+        values[key] = value
+    lines = [f"# {line}".rstrip() for line in header.splitlines()]
+    body = yaml.safe_dump(values, sort_keys=False, allow_unicode=True, width=100)
+    return "\n".join(lines) + ("\n" if lines else "") + body

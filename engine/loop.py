@@ -18,7 +18,7 @@ from typing import Any
 
 import ray
 
-from engine.scoring import SubmissionError, score
+from engine.scoring import SubmissionError, score, score_train
 from engine.store import RunStore
 from engine.task import PreparedTask
 from sandbox import ExecResult, Limits
@@ -26,6 +26,7 @@ from search.chat import ChatPrompt, Reply
 from search.ensemble import plan as ensemble_plan
 from search.errors import BackendError, StoreError
 from search.journal import Journal
+from search.measure import Measurements, split_measurements
 from search.node import Node, Operator, Status, code_hash
 from search.operators import (
     TaskContext,
@@ -39,6 +40,7 @@ from search.operators import (
     self_reported_metric,
 )
 from search.policy import InFlightKey, Policy, Proposal
+from search.verify import implementation_flags
 
 DEADLINE_ERROR = "stopped at the budget deadline"
 ENGINE_WRITTEN = (Operator.BASELINE, Operator.ENSEMBLE)
@@ -381,8 +383,10 @@ class SearchLoop:
             return
         self._free_execs.append(executor)
         result: ExecResult = outcome.result
+        measured, stdout = split_measurements(result.stdout_tail)
+        result = replace(result, stdout_tail=stdout)
         status, error = Status(result.status), result.error
-        metric_raw = test_raw = None
+        metric_raw = test_raw = train_raw = None
         if status is Status.TIMEOUT and job.exec_limit < self.exec_timeout:
             status, error = Status.KILLED, DEADLINE_ERROR
         if status is Status.OK:
@@ -391,9 +395,12 @@ class SearchLoop:
                 test_raw = score(self.task, result.test_csv, "test")
             except SubmissionError as exc:
                 status, error, metric_raw, test_raw = Status.BUGGY, str(exc), None, None
+            else:
+                train_raw = score_train(self.task, result.train_csv)
         self._finish(
             job, status, error=error, result=result, metric_raw=metric_raw, test_raw=test_raw,
-            executor=outcome.executor, node_ip=outcome.node_ip,
+            executor=outcome.executor, node_ip=outcome.node_ip, measured=measured,
+            train_raw=train_raw,
         )
 
     def _lose(self, job: Job, error: str) -> None:
@@ -405,7 +412,8 @@ class SearchLoop:
 
     def _finish(self, job: Job, status: Status, *, error: str = "",
                 result: ExecResult | None = None, metric_raw: float | None = None,
-                test_raw: float | None = None, executor: str = "", node_ip: str = "") -> None:
+                test_raw: float | None = None, executor: str = "", node_ip: str = "",
+                measured: Measurements | None = None, train_raw: float | None = None) -> None:
         if job.code:
             self._running_code.pop(code_hash(job.code), None)
         key = job.proposal.key
@@ -444,6 +452,10 @@ class SearchLoop:
             node_ip=node_ip,
             created_at=job.created_at,
             finished_at=now,
+            **(measured or Measurements()).node_fields(),
+            train_metric_raw=train_raw,
+            flags=",".join(implementation_flags(self.task.metric, job.code, metric_raw,
+                                                train_raw)),
         )
         previous_best = self.journal.best()
         try:

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.report import FILES
+from engine.report import FILES, cost
 from engine.store import RunStore
+from search.constraints import Constraints
 from search.journal import Journal
 from search.metric import METRICS
 from search.node import Node, Status
@@ -56,7 +57,8 @@ def _load(root: Path) -> _Run:
     store = RunStore.open(Path(root))
     rows = store.read_rows()
     tests = {str(r["node_id"]): r.get("test_metric_raw") for r in rows}
-    journal = Journal([Node.from_record(r) for r in rows])
+    journal = Journal([Node.from_record(r) for r in rows],
+                      constraints=Constraints.from_mapping(store.manifest().get("config", {})))
     return _Run(store, rows, journal, tests, store.manifest())
 
 
@@ -72,8 +74,8 @@ def write_outputs(root: Path) -> None:
 
 
 def ranked_good(journal: Journal, k: int = GOOD_K) -> list[Node]:
-    """The k best working nodes by valid metric with distinct code; ties go to the earlier."""
-    ranked = sorted(journal.good_nodes, key=lambda n: (-(n.metric or 0.0), n.step, n.node_id))
+    """The k best eligible nodes by valid metric with distinct code; ties go to the earlier."""
+    ranked = sorted(journal.eligible_nodes, key=lambda n: (-(n.metric or 0.0), n.step, n.node_id))
     chosen: list[Node] = []
     seen: set[str] = set()
     for node in ranked:
@@ -143,6 +145,7 @@ def _tree_data(run: _Run) -> dict[str, Any]:
     nodes = []
     for row in rows:
         failed = row["status"] != Status.OK.value
+        node = journal.get(row["node_id"])
         nodes.append({
             "id": row["node_id"], "parent": row["parent_id"], "step": row["step"],
             "depth": row["depth"], "operator": row["operator"], "status": row["status"],
@@ -156,6 +159,9 @@ def _tree_data(run: _Run) -> dict[str, Any]:
             "completion_tokens": row["completion_tokens"] or 0,
             "model": row["model"] or "", "llm_actor": row["llm_actor"] or "",
             "executor": row["executor"] or "", "temperature": row["temperature"],
+            "cost": cost(node) if node.is_ok else "",
+            "flags": ", ".join(node.flag_list),
+            "excluded": "; ".join(journal.constraints.violations(node)) if node.is_ok else "",
         })
     return {
         "run_id": store.run_id,
@@ -442,6 +448,9 @@ _JS = r"""
       + " prompt, " + n.completion_tokens + " completion)");
     if (n.model) add("model", n.model + (n.temperature !== null ? " @ T=" + n.temperature : ""));
     add("workers", [n.llm_actor, n.executor].filter(Boolean).join(", ") || "none");
+    if (n.cost) add("measured", n.cost);
+    if (n.excluded) add("not eligible", n.excluded);
+    if (n.flags) add("flags", n.flags);
     panel.appendChild(dl);
     panel.appendChild(el("h3", {}, "Plan"));
     panel.appendChild(el("p", {id: "node-plan"}, n.plan || "(none)"));

@@ -106,8 +106,8 @@ def predict(run: Path, rows: Path, output: Path, *, refit: bool = False,
     frame = feature_rows(task, read_rows(rows), rows)
     solution = run / "best" / "solution.py"
     if not solution.is_file():
-        raise EngineError(f"{run} has no best solution (no node scored ok yet); "
-                          "resume the run to find one")
+        raise EngineError(f"{run} has no best solution (no node scored ok yet, or every ok "
+                          "node breaks a constraint: see summary.md); resume the run to find one")
     new = _csv(frame)
     inputs = {"train.csv": training_csv(task, refit), "valid.csv": new, "test.csv": new,
               "description.md": task.description.encode("utf-8")}

@@ -13,11 +13,14 @@ from typing import Any
 
 from engine.task import PreparedTask
 from search.journal import Journal
+from search.node import Node
+from search.verify import READS_OUTSIDE_INPUT, outside_reads
 
 # Rows of the best path shown before eliding the middle: the summary must stay one screen even
 # after a long chain of improvements.
 MAX_PATH_ROWS = 12
 TOP_ERRORS = 3
+MAX_LISTED = 15  # excluded or flagged nodes listed in summary.md; the rest are counted
 
 # Where a run's files are, in the order a person wants them.
 FILES: tuple[tuple[str, str], ...] = (
@@ -77,8 +80,18 @@ def summary_facts(journal: Journal, tests: dict[str, float | None],
         "status_counts": journal.status_counts(),
         "drafts_ok_without_debug": sum(n.is_ok for n in drafts),
         "drafts_run": len(ran),
+        "excluded_by_constraints": len(journal.excluded_nodes),
+        "flagged": sum(bool(n.flags) for n in journal),
         **spent,
     }
+
+
+def cost(node: Node) -> str:
+    """What the harness measured about a node, in words ('n/a' where it measured nothing)."""
+    def show(value: float | None, unit: str) -> str:
+        return "n/a" if value is None else f"{value:.3g} {unit}"
+    return (f"trains in {show(node.train_seconds, 's')}, predicts in "
+            f"{show(node.predict_ms_per_row, 'ms per row')}, model {show(node.model_mb, 'MB')}")
 
 
 def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type: str,
@@ -93,8 +106,14 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
         ("task", f"predict `{target}` ({task_type}), metric {metric} ({direction} is better)"),
         (f"best valid {metric}",
          _fmt(facts.get("best_valid"))
-         + (f" (node {best.node_id}, {best.operator.value})" if best else " (no working node)")),
+         + (f" (node {best.node_id}, {best.operator.value})" if best else
+            f" (no eligible node: {len(journal.excluded_nodes)} ok nodes break the constraints)"
+            if journal.excluded_nodes else " (no working node)")),
         (f"its test {metric}", _fmt(facts.get("best_test")) + " (reported only, never searched)"),
+        *([("its cost", cost(best))] if best else []),
+        *([("constraints", "; ".join(journal.constraints.describe())
+            + f" ({facts.get('excluded_by_constraints', 0)} ok nodes excluded)")]
+          if journal.constraints else []),
         ("nodes", f"{len(journal)} ({counts or 'none'})"),
         ("drafts that ran without a debug step",
          f"{facts.get('drafts_ok_without_debug', 0)} of {facts.get('drafts_run', 0)}"),
@@ -121,6 +140,8 @@ def write_summary(root: Path, task: PreparedTask, journal: Journal,
             for i, p in path
         ]
         lines.append("")
+    lines += _excluded_section(journal)
+    lines += _verification_section(journal, facts.get("request_warnings") or [])
     errors = top_errors(journal)
     if errors:
         lines += ["## Top errors", ""] + [f"- {e} ({n}x)" for e, n in errors] + [""]
@@ -134,3 +155,43 @@ def write_summary(root: Path, task: PreparedTask, journal: Journal,
     out = root / "summary.md"
     out.write_text("\n".join(lines))
     return out
+
+
+def _excluded_section(journal: Journal) -> list[str]:
+    """Ok nodes the constraints kept from being best, best valid first."""
+    excluded = sorted(journal.excluded_nodes, key=lambda e: (-(e[0].metric or 0.0), e[0].step))
+    if not excluded:
+        return []
+    lines = ["## Excluded by constraints", "",
+             f"Not eligible as best ({'; '.join(journal.constraints.describe())}):", "",
+             "| node | operator | valid | why |", "|---|---|---|---|"]
+    lines += [f"| {n.node_id} | {n.operator.value} | {_fmt(n.metric_raw)} | {'; '.join(why)} |"
+              for n, why in excluded[:MAX_LISTED]]
+    if len(excluded) > MAX_LISTED:
+        lines.append(f"| ... {len(excluded) - MAX_LISTED} more | | | |")
+    return [*lines, ""]
+
+
+def _verification_section(journal: Journal, warnings: list[str]) -> list[str]:
+    """Request warnings and nodes flagged by implementation verification (still eligible)."""
+    flagged = sorted((n for n in journal if n.flags),
+                     key=lambda n: (not n.is_ok, -(n.metric or 0.0), n.step))
+    if not flagged and not warnings:
+        return []
+    lines = ["## Verification", ""]
+    lines += [f"- request: {w}" for w in warnings]
+    if warnings:
+        lines.append("")
+    if flagged:
+        lines += ["Flagged nodes (a flag is a warning: they stay eligible as best):", "",
+                  "| node | status | valid | train (in-sample) | flags |", "|---|---|---|---|---|"]
+        for node in flagged[:MAX_LISTED]:
+            flags = ", ".join(node.flag_list)
+            if READS_OUTSIDE_INPUT in node.flag_list:
+                flags += " (" + ", ".join(outside_reads(node.code)[:3]) + ")"
+            lines.append(f"| {node.node_id} | {node.status.value} | {_fmt(node.metric_raw)} | "
+                         f"{_fmt(node.train_metric_raw)} | {flags} |")
+        if len(flagged) > MAX_LISTED:
+            lines.append(f"| ... {len(flagged) - MAX_LISTED} more | | | | |")
+        lines.append("")
+    return lines

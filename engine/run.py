@@ -22,11 +22,19 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from engine.config import RunConfig, load_task_yaml, merge, parse_budget
+from engine.config import (
+    RunConfig,
+    is_task_file,
+    load_task_yaml,
+    merge,
+    parse_budget,
+    task_yaml_text,
+)
 from engine.outputs import write_outputs
 from engine.report import summary_facts, write_summary
 from engine.store import RunStore
 from engine.task import PreparedTask, TaskSpec, prepare_task
+from search.constraints import Constraints
 from search.errors import BackendError, EngineError, StoreError, UserError, exit_code
 from search.journal import Journal
 from search.node import Node, Operator
@@ -36,6 +44,7 @@ from search.policy import Proposal, make_policy
 EPILOG = """examples:
   python -m engine.run --data benchmarks/data/concrete-strength/concrete.csv --target strength
   python -m engine.run --task task.yaml --budget 2h
+  python -m engine.run --task "predict churn from data/telco.csv, maximise AUC" --budget 1h
   python -m engine.run --data train.csv --target label --llm scripted:replies.json --quiet
 """
 
@@ -53,8 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", help="f1 | f1_weighted | accuracy | roc_auc | log_loss | rmse | "
                                     "mae | r2 (default: f1 binary, f1_weighted multiclass, "
                                     "rmse regression)")
-    p.add_argument("--task", type=Path,
-                   help="task.yaml holding any of these flags as keys (flags given win)")
+    p.add_argument("--task", metavar="FILE_OR_TEXT",
+                   help="task.yaml holding any of these flags as keys (flags given win), or "
+                        "the task in words: \"predict COLUMN from FILE.csv, maximise AUC, "
+                        "under 5 ms per row\" (the spec is shown and written to "
+                        "runs/<id>/task.yaml)")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR",
                    help="continue a stopped run (runs/<run_id>); --budget sets this start's "
                         "budget (default: what the run had left)")
@@ -99,9 +111,37 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def config_from_args(args: argparse.Namespace) -> RunConfig:
-    base = load_task_yaml(args.task) if args.task else RunConfig()
-    return merge(base, _overrides(args)).validate()
+def config_from_args(args: argparse.Namespace, console: Console | None = None) -> RunConfig:
+    overrides = _overrides(args)
+    if args.task is not None and not is_task_file(args.task):
+        base = request_config(args.task, overrides, console or Console(soft_wrap=True))
+    else:
+        base = load_task_yaml(Path(args.task)) if args.task else RunConfig()
+    return merge(base, overrides).validate()
+
+
+def request_config(text: str, overrides: dict[str, Any], console: Console) -> RunConfig:
+    """A plain-language --task: parse it, ask the run's LLM for what the words leave open (only
+    then is an LLM made), check it against the data and show the spec."""
+    from actors.llm import parse_spec
+    from engine.request import resolve_request
+
+    provisional = merge(RunConfig(), overrides)
+    parse_spec(provisional.llm)  # a bad --llm is reported before any model is made
+
+    def make_llm() -> Any:
+        from actors.llm import make_llm as make
+
+        options = llm_options(provisional)
+        if options:  # the embedded model: nothing else runs yet, so it gets every core
+            options["n_threads"] = os.cpu_count() or 1
+        console.print(f"asking the LLM ({provisional.llm}) what the request leaves open",
+                      markup=False, highlight=False)
+        return make(provisional.llm, **options)
+
+    request = resolve_request(text, flags=overrides, llm=make_llm)
+    console.print(request.describe(), markup=False, highlight=False)
+    return RunConfig(**request.config_values())
 
 
 def task_context(task: PreparedTask, seed: int) -> TaskContext:
@@ -218,19 +258,42 @@ def start_ray(config: RunConfig) -> None:
 def new_run(config: RunConfig, console: Console) -> Path:
     if config.data is None or config.target is None:  # validate() guarantees both
         raise UserError("no data: pass --data FILE.csv --target COLUMN")
-    spec = TaskSpec(config.data, config.target, config.test, config.metric, config.description)
+    constraints = Constraints.from_mapping(config.to_json())
+    text = config.description
+    if constraints:  # every prompt's task statement then names the limits
+        text = (text.strip() + " " if text.strip() else "") + (
+            "Constraints: " + "; ".join(constraints.describe()) + ".")
+    spec = TaskSpec(config.data, config.target, config.test, config.metric, text,
+                    task_type=config.task_type)
     task = prepare_task(spec, seed=config.seed)
+    from engine.verify import request_warnings
+
+    warnings = request_warnings(task)
     options = llm_options(config)
     from sandbox import isolation_mode
 
     store = RunStore.create(config.out, task, {
         "config": config.to_json(), "target": task.target, "task_type": task.task_type,
         "metric": task.metric.name, "versions": versions(), "isolation": isolation_mode(),
-        "starts": [], "spent": {},
+        "request_warnings": warnings, "starts": [], "spent": {},
     })
+    write_task_yaml(store.root, config, task.metric.name)
     console.print(f"run {store.run_id}: {task.task_type} task, target {task.target!r}, metric "
                   f"{task.metric.name}; {len(task.train)} train rows; output {store.root}")
-    return search(store, task, config, options, Journal(), [], console)
+    for line in warnings:
+        console.print(f"warning: {line}", markup=False, highlight=False)
+    return search(store, task, config, options, Journal(constraints=constraints), [], console)
+
+
+def write_task_yaml(root: Path, config: RunConfig, metric: str) -> Path:
+    """runs/<id>/task.yaml: this run's task, to edit and run again."""
+    path = root / "task.yaml"
+    header = (f"The task of run {root.name}. Edit it and run it again with:\n"
+              f"  python -m engine.run --task {path}")
+    tmp = path.with_name(".task.yaml.tmp")
+    tmp.write_text(task_yaml_text(config, metric, header), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
 
 
 def resume_run(run_dir: Path, args: argparse.Namespace, console: Console) -> Path:
@@ -254,7 +317,7 @@ def resume_run(run_dir: Path, args: argparse.Namespace, console: Console) -> Pat
     config = merge(saved, flags).validate()
     options = llm_options(config)
     nodes, tests = store.read_nodes()
-    journal = Journal(nodes)
+    journal = Journal(nodes, constraints=Constraints.from_mapping(config.to_json()))
     requeue = store.take_in_flight()
     console.print(f"resuming {store.run_id}: {len(journal)} nodes stored, "
                   f"{len(requeue)} re-proposed")
@@ -356,8 +419,9 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig, options: dict
     store.compact()
     facts = summary_facts(journal, all_tests, spent)
     store.update_manifest(spent=spent, result=facts)
+    facts["request_warnings"] = manifest.get("request_warnings", [])
     summary = write_summary(store.root, task, journal, all_tests, facts)
-    if config.select == "cv" and journal.good_nodes:
+    if config.select == "cv" and journal.eligible_nodes:
         _select_by_cv(store, task, journal, all_tests, config, console)
     try:
         write_outputs(store.root)
@@ -411,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.resume is not None:
             resume_run(args.resume, args, console)
         else:
-            new_run(config_from_args(args), console)
+            new_run(config_from_args(args, console), console)
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_code(exc)

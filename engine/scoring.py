@@ -89,7 +89,11 @@ def read_submission(task: PreparedTask, csv_bytes: bytes | None, split: str) -> 
             f"{name} was not written; write it with one row per row of {source} ({expected} "
             "rows, in order) and a column `prediction`"
         )
-    raw = _parse(csv_bytes, name, expected)
+    return _checked(task, _parse(csv_bytes, name, expected), name, source, expected)
+
+
+def _checked(task: PreparedTask, raw: pd.DataFrame, name: str, source: str,
+             expected: int) -> pd.DataFrame:
     if "prediction" not in raw.columns:
         found = ", ".join(f"`{c}`" for c in list(raw.columns)[:10]) or "none"
         near = [c for c in raw.columns if str(c).strip().lower() == "prediction"]
@@ -134,6 +138,28 @@ def score(task: PreparedTask, csv_bytes: bytes | None, split: str) -> float:
     """The raw metric of a submission on the hidden `split` labels ("valid" or "test")."""
     submission = read_submission(task, csv_bytes, split)
     truth = task.valid_y if split == "valid" else task.test_y
+    return _metric_of(task, submission, truth)
+
+
+def score_train(task: PreparedTask, csv_bytes: bytes | None) -> float | None:
+    """The in-sample score of the harness's `submission/train.csv` (a `row` column naming rows
+    of input/train.csv, then predictions as in valid.csv); None when absent or malformed: it
+    only informs implementation verification and never makes a node buggy."""
+    if not csv_bytes:
+        return None
+    try:
+        raw = _parse(csv_bytes, "submission/train.csv", 1)
+        rows = pd.to_numeric(raw.pop("row"), errors="raise").to_numpy()
+        if len(rows) == 0 or rows.min() < 0 or rows.max() >= len(task.train):
+            return None
+        submission = _checked(task, raw, "submission/train.csv", "input/train.csv", len(rows))
+        truth = task.train[task.target].iloc[rows.astype(int)].reset_index(drop=True)
+        return _metric_of(task, submission, truth)
+    except (SubmissionError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _metric_of(task: PreparedTask, submission: pd.DataFrame, truth: pd.Series) -> float:
     proba = None
     if task.metric.needs_proba:
         columns = [c for c in submission.columns if c.startswith("proba_")]

@@ -86,7 +86,7 @@ def select_by_cv(task: PreparedTask, journal: Journal, *, top_k: int = 3, folds:
     """Cross-validate the top-k distinct ok nodes by valid score; return the winner's id."""
     seen: set[str] = set()
     candidates: list[Node] = []
-    for node in sorted(journal.good_nodes, key=lambda n: (-(n.metric or 0.0), n.step)):
+    for node in sorted(journal.eligible_nodes, key=lambda n: (-(n.metric or 0.0), n.step)):
         if node.code_hash not in seen:
             seen.add(node.code_hash)
             candidates.append(node)

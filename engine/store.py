@@ -40,6 +40,9 @@ SCHEMA = pa.schema(
         ("prompt_tokens", _INT), ("completion_tokens", _INT), ("temperature", _FLOAT),
         ("model", _STR), ("llm_actor", _STR), ("executor", _STR), ("node_ip", _STR),
         ("created_at", _FLOAT), ("finished_at", _FLOAT),
+        # Added with issue 9; parts written before read them as null (flags as "").
+        ("train_seconds", _FLOAT), ("predict_ms_per_row", _FLOAT), ("model_mb", _FLOAT),
+        ("train_metric_raw", _FLOAT), ("flags", _STR),
     ]
 )
 

@@ -80,6 +80,7 @@ class TaskSpec:
     test: Path | None = None
     metric: str | None = None  # None: DEFAULT_METRIC of the inferred task type
     text: str = ""  # free-text task statement for description.md
+    task_type: str | None = None  # "classification" | "regression" as stated; None: inferred
 
 
 # eq=False: the fields hold DataFrames, whose == is element-wise; compare tasks by data_hash.
@@ -140,7 +141,7 @@ def prepare_task(spec: TaskSpec, seed: int = 0) -> PreparedTask:
             f"data file {data_path} has {len(frame)} rows with a value in `{target}`; "
             f"at least {MIN_ROWS} are needed to split it into train, valid and test"
         )
-    task_type = infer_task_type(frame[target], target)
+    task_type = stated_task_type(spec.task_type, frame[target], target)
     metric = resolve_metric(spec.metric, task_type)
     if task_type != "regression":
         frame[target] = _integer_labels(frame[target])
@@ -315,6 +316,35 @@ def infer_task_type(target: pd.Series, name: str = "target") -> str:
     ):
         return "multiclass"
     return "regression"
+
+
+def stated_task_type(stated: str | None, target: pd.Series, name: str = "target") -> str:
+    """The task type the user stated ("classification" or "regression"), checked against the
+    target, or the inferred one. Stating it settles the one case inference can get wrong: an
+    integer target with few values (a rating 1..5) is classes unless "regression" is stated."""
+    inferred = infer_task_type(target, name)
+    if stated is None or stated == inferred or (
+            stated == "classification" and inferred != "regression"):
+        return inferred
+    values = target.dropna()
+    distinct = int(values.nunique())
+    numeric = pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
+    if stated == "regression":
+        if numeric:
+            return "regression"
+        raise UserError(
+            f"the task asks for regression, but target `{name}` is not numeric ({distinct} "
+            "distinct values such as "
+            f"{', '.join(repr(label_str(v)) for v in values.unique()[:3])}); ask for "
+            "classification or choose a numeric target"
+        )
+    floats = values.to_numpy(dtype=float)
+    if bool((floats == np.round(floats)).all()) and distinct <= MAX_CLASSES:
+        return "binary" if distinct == 2 else "multiclass"
+    raise UserError(
+        f"the task asks for classification, but target `{name}` is a continuous number "
+        f"({distinct} distinct values); ask for regression, or bin the target into classes"
+    )
 
 
 def resolve_metric(name: str | None, task_type: str) -> MetricSpec:

@@ -273,6 +273,7 @@ def _run(
         test_csv=_read_submission(workdir, "test.csv"),
         error=error,
         isolation=plan.mode,
+        train_csv=_read_submission(workdir, "train.csv"),
     )
 
 

@@ -47,3 +47,4 @@ class ExecResult:
     test_csv: bytes | None  # submission/test.csv if the candidate wrote one
     error: str  # one short line, "" when ok
     isolation: str  # "bwrap" | "unshare" | "rlimits"
+    train_csv: bytes | None = None  # submission/train.csv: the harness's in-sample predictions

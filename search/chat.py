@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -13,6 +14,9 @@ class ChatPrompt:
     seed: int = 0
     tag: str = ""  # the operator that built it: scripted replay and model routing key on it
     stop: list[str] = field(default_factory=list)
+    # A JSON schema the reply must follow; backends that can constrain decoding to it do
+    # (llama.cpp: a grammar), the others ignore it and the caller parses leniently.
+    json_schema: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

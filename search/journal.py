@@ -2,17 +2,21 @@
 
 Nodes are appended once and never change; children, depth, debug depth, best and buggy leaves
 are computed from ids. Cached indexes make `add` O(1) and queries cheap on 10k nodes.
+Eligibility is derived too: an ok node that breaks the run's `Constraints` is never `best`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from search.constraints import Constraints
 from search.node import Node, Operator, Status
 
 
 class Journal:
-    def __init__(self, nodes: list[Node] | None = None) -> None:
+    def __init__(self, nodes: list[Node] | None = None,
+                 constraints: Constraints | None = None) -> None:
+        self.constraints = constraints or Constraints()
         self._nodes: dict[str, Node] = {}
         self._children: dict[str | None, list[str]] = {}
         self._hashes: dict[str, str] = {}
@@ -29,7 +33,7 @@ class Journal:
         self._children.setdefault(node.parent_id, []).append(node.node_id)
         if node.code_hash and node.status is not Status.LOST:
             self._hashes.setdefault(node.code_hash, node.node_id)
-        if node.is_ok and (self._best is None or _key(node) > _key(self._best)):
+        if self.is_eligible(node) and (self._best is None or _key(node) > _key(self._best)):
             self._best = node
 
     def __len__(self) -> int:
@@ -87,6 +91,20 @@ class Journal:
     def good_nodes(self) -> list[Node]:
         return [n for n in self._nodes.values() if n.is_ok]
 
+    def is_eligible(self, node: Node) -> bool:
+        """Ok and within every stated constraint: the nodes `best` chooses from."""
+        return node.is_ok and not self.constraints.violations(node)
+
+    @property
+    def eligible_nodes(self) -> list[Node]:
+        return [n for n in self._nodes.values() if self.is_eligible(n)]
+
+    @property
+    def excluded_nodes(self) -> list[tuple[Node, list[str]]]:
+        """Ok nodes that break a constraint, with the reasons."""
+        return [(n, self.constraints.violations(n)) for n in self._nodes.values()
+                if n.is_ok and not self.is_eligible(n)]
+
     @property
     def buggy_leaves(self) -> list[Node]:
         """Failed nodes with code and no child yet: the candidates for a debug step."""
@@ -96,7 +114,7 @@ class Journal:
         ]
 
     def best(self) -> Node | None:
-        """The node with the best valid metric; ties go to the earlier node."""
+        """The eligible node with the best valid metric; ties go to the earlier node."""
         return self._best
 
     def status_counts(self) -> dict[str, int]:

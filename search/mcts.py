@@ -3,6 +3,7 @@
 The tree is the Journal under a virtual root whose children are the drafts. Every finished node
 is one visit. Its reward is its valid metric ranked among the Journal's ok nodes, in (0, 1]
 (the best gets 1); a failed node gets 0. A node's value is the mean reward over its subtree.
+An ok node that breaks a stated constraint (not eligible as best) gets half its reward.
 Rewards and values are recomputed from the Journal on every `propose` (a sort and two linear
 passes; ranks shift whenever a node arrives), and only the append-only structure (parents,
 debug depths) is cached. So the policy holds no state that can drift from the Journal, and a
@@ -71,6 +72,7 @@ class _Index:
         self.debug_depth = [0]
         self.fixed = [False]
         self.ok = [False]
+        self.eligible = [False]
         self.repairable = [False]
         self.ok_nodes: list[int] = []
         self.ok_metrics: list[float] = []
@@ -93,6 +95,7 @@ class _Index:
             self.fixed.append(False)
             self.ok.append(node.is_ok)
             self.repairable.append(node.is_buggy and bool(node.code))
+            self.eligible.append(self.journal.is_eligible(node))
             if node.is_ok:
                 assert node.metric is not None
                 self.ok_nodes.append(i)
@@ -128,7 +131,9 @@ class _Tree:
         self.visits[ROOT] = 0.0
         self.value = [0.0] * size
         for i, reward in zip(index.ok_nodes, rank_rewards(index.ok_metrics), strict=True):
-            self.value[i] = reward
+            # A node that breaks a stated constraint cannot be the answer: half its reward
+            # keeps the search near it (an improvement may meet the limit) without favouring it.
+            self.value[i] = reward if index.eligible[i] else reward / 2
         # The Journal only accepts a node whose parent it holds, so parents come first and one
         # backward pass sums every subtree.
         parent, visits, value = self.parent, self.visits, self.value

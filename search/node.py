@@ -70,10 +70,20 @@ class Node:
     node_ip: str = ""
     created_at: float = 0.0
     finished_at: float = 0.0
+    # Measured by the harness (None: not measured, e.g. a whole-script reply); see DESIGN.md.
+    train_seconds: float | None = None  # fit_predict wall time outside the valid/test predicts
+    predict_ms_per_row: float | None = None  # predict calls on valid+test rows, per row
+    model_mb: float | None = None  # pickled size of the models that made those predictions
+    train_metric_raw: float | None = None  # in-sample score on a sample of train rows
+    flags: str = ""  # implementation verification: comma-separated names, "" when clean
 
     @property
     def is_ok(self) -> bool:
         return self.status is Status.OK and self.metric is not None
+
+    @property
+    def flag_list(self) -> list[str]:
+        return [f for f in self.flags.split(",") if f]
 
     @property
     def is_buggy(self) -> bool:
@@ -89,6 +99,8 @@ class Node:
     def from_record(cls, row: dict[str, Any]) -> Node:
         names = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in row.items() if k in names}
+        if kwargs.get("flags") is None:  # a row stored before the column existed
+            kwargs["flags"] = ""
         kwargs["operator"] = Operator(kwargs["operator"])
         kwargs["status"] = Status(kwargs["status"])
         return cls(**kwargs)

@@ -21,6 +21,7 @@ from search.chat import ChatPrompt
 from search.ideas import draft_idea, improve_idea
 from search.imports import fix_imports
 from search.journal import Journal
+from search.measure import HARNESS_MEASURE
 from search.node import Operator
 from search.policy import Proposal
 
@@ -141,18 +142,30 @@ def harness_tail(ctx: TaskContext) -> str:
         body = "    out = pd.DataFrame({\"prediction\": pred.reshape(len(pred), -1)[:, 0]})\n"
     return (
         f"\n{labels}\n"
-        "def _write(pred, rows, path):\n"
+        "def _treeml_frame(pred, rows, path):\n"
         "    pred = np.asarray(pred)\n"
-        "    if len(pred) != len(rows):\n"
+        "    if len(pred) != rows:\n"
         "        raise ValueError(f\"fit_predict returned {len(pred)} predictions for {path}; \"\n"
-        "                         f\"expected {len(rows)}: predict every row, never split \"\n"
+        "                         f\"expected {rows}: predict every row, never split \"\n"
         "                         \"X_valid or X_test\")\n"
         + body
-        + "    out.to_csv(path, index=False)\n\n\n"
-        "valid_pred, test_pred = fit_predict(X.copy(), y.copy(), X_valid.copy(), X_test.copy())\n"
+        + "    return out\n\n\n"
+        "def _write(pred, rows, path):\n"
+        "    _treeml_frame(pred, len(rows), path).to_csv(path, index=False)\n"
+        + HARNESS_MEASURE
+        + "\n\n_treeml_measure = _TreemlMeasure(len(X), len(X_valid), len(X_test))\n"
+        "_treeml_start = _treeml_time.perf_counter()\n"
+        "_treeml_sys.setprofile(_treeml_measure.hook)\n"
+        "try:\n"
+        "    valid_pred, test_pred = fit_predict(X.copy(), y.copy(), X_valid.copy(), "
+        "X_test.copy())\n"
+        "finally:\n"
+        "    _treeml_sys.setprofile(None)\n"
+        "_treeml_seconds = _treeml_time.perf_counter() - _treeml_start\n"
         "os.makedirs(\"submission\", exist_ok=True)\n"
         "_write(valid_pred, X_valid, \"submission/valid.csv\")\n"
         "_write(test_pred, X_test, \"submission/test.csv\")\n"
+        "_treeml_measure.report(_treeml_seconds, valid_pred)\n"
     )
 
 

@@ -32,6 +32,10 @@ GOOD = "a,b,y\n" + "".join(f"{i},{i % 3},{i % 2}\n" for i in range(40))
     ("unknown policy", ["--data", "{good}", "--target", "y", "--policy", "beam"], "policy"),
     ("no target", ["--data", "{good}"], "target"),
     ("bad yaml", ["--task", "{badyaml}"], "YAML"),
+    ("request, missing csv", ["--task", "predict y from {tmp}/nope.csv"], "not a file"),
+    # The words name no column, so the LLM is made: the missing scripted file is the error.
+    ("request, no target", ["--task", "predict something from {good}"], "x.json not found"),
+    ("request, wrong metric", ["--task", "predict y from {good}, minimise RMSE"], "rmse"),
 ])
 def test_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str,
                    args: list[str], needle: str) -> None:

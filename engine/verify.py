@@ -1,0 +1,81 @@
+"""Request verification: is this task feasible with this data, before any search starts?
+
+The hard checks are errors raised while the task is prepared (`engine.task.prepare_task`: a
+readable CSV with at least 10 labelled rows, a target that varies, a metric that fits the task
+type, two classes in every split) or while a plain-language request is resolved
+(`engine.request`: a target that is a column, a direction that fits the metric). This module
+adds the soft ones: facts that make a run weak or its score misleading but not impossible.
+They are printed before the search, kept in the manifest and listed in summary.md.
+
+A class with a single row is a warning, not an error: such a class cannot be in train and
+valid both, so it is never learned or never scored, but refusing a dataset with one odd label
+among thousands helps nobody (the split then falls back to unstratified).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pandas as pd
+
+from engine.task import PreparedTask, label_str
+
+# A valid split smaller than this makes scores move by several points between equal models.
+MIN_VALID_ROWS = 50
+# Fewer valid rows of a class than this make its part of F1 / AUC a coin toss.
+MIN_VALID_CLASS_ROWS = 5
+
+
+def request_warnings(task: PreparedTask) -> list[str]:
+    """One line per soft problem of `task`; [] when none."""
+    out = []
+    valid_rows = len(task.valid_X)
+    if valid_rows < MIN_VALID_ROWS:
+        out.append(f"the valid split has {valid_rows} rows: scores are noisy; more data "
+                   "would make the search's choices more reliable")
+    if task.task_type != "regression":
+        counts = Counter(label_str(v) for v in (*task.train[task.target], *task.valid_y,
+                                                 *task.test_y))
+        single = sorted(label for label, n in counts.items() if n < 2)
+        if single:
+            out.append(f"class(es) {', '.join(map(repr, single[:5]))} of `{task.target}` have "
+                       "a single row: it cannot be both learned and scored; consider dropping it")
+        valid = Counter(label_str(v) for v in task.valid_y)
+        rare = sorted(label for label in task.labels
+                      if 0 < valid.get(label, 0) < MIN_VALID_CLASS_ROWS)
+        if rare:
+            out.append(f"class(es) {', '.join(map(repr, rare[:5]))} have fewer than "
+                       f"{MIN_VALID_CLASS_ROWS} valid rows: their part of the score is noisy")
+    leaks = _target_copies(task.train, task.target, task.task_type == "regression")
+    if leaks:
+        out.append(f"column(s) {', '.join(f'`{c}`' for c in leaks[:5])} equal the target "
+                   f"`{task.target}` in every train row (leakage?); drop them unless they are "
+                   "known when predicting")
+    return out
+
+
+def _target_copies(train: pd.DataFrame, target: str, regression: bool) -> list[str]:
+    """Feature columns that are the target: for classes, up to a one-to-one relabelling; for a
+    number, up to a linear rescaling (a price in cents)."""
+    out = []
+    if regression:
+        y_num = train[target].astype(float)
+        for column in train.columns:
+            x_num = train[column]
+            if column == target or not pd.api.types.is_numeric_dtype(x_num):
+                continue
+            both = pd.DataFrame({"x": x_num.astype(float), "y": y_num}).dropna()
+            if len(both) > 2 and both.x.std() > 0 and abs(both.x.corr(both.y)) > 0.99999:
+                out.append(str(column))
+        return out
+    y = train[target].astype(str)
+    for column in train.columns:
+        if column == target:
+            continue
+        x = train[column].astype(str)
+        if x.nunique() != y.nunique():
+            continue
+        pairs = pd.DataFrame({"x": x, "y": y}).drop_duplicates()
+        if len(pairs) == y.nunique():
+            out.append(str(column))
+    return out
