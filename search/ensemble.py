@@ -20,11 +20,11 @@ _PLAN = re.compile(r"^engine ensemble \((?:mean|vote)\) of nodes ([0-9a-f, ]+)$"
 
 
 def members(journal: Journal, size: int) -> list[str] | None:
-    """The `size` best ok nodes with harness model code and distinct valid scores (clones of
+    """The `size` best eligible nodes with harness model code and distinct valid scores (clones of
     one model add nothing), best first; None when there are not enough of them."""
     chosen: list[Node] = []
     scores: set[float] = set()
-    for node in sorted(journal.good_nodes, key=lambda n: (-(n.metric or 0.0), n.step)):
+    for node in sorted(journal.eligible_nodes, key=lambda n: (-(n.metric or 0.0), n.step)):
         if node.operator is Operator.ENSEMBLE or MODEL_START not in node.code:
             continue
         score = round(node.metric_raw or 0.0, 9)

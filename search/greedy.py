@@ -72,7 +72,7 @@ class GreedyPolicy:
             temperature = min(1.2, self.base_temperature + 0.15 * depth)
             return Proposal(Operator.DEBUG, leaf.node_id, temperature)
         # An ensemble is the engine's code, not something to hand the LLM to edit.
-        best = max((n for n in journal.good_nodes if n.operator is not Operator.ENSEMBLE),
+        best = max((n for n in journal.eligible_nodes if n.operator is not Operator.ENSEMBLE),
                    key=lambda n: (n.metric or 0.0, -n.step), default=None)
         if best is not None:
             siblings = len(journal.children(best.node_id))
