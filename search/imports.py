@@ -40,6 +40,17 @@ _SKLEARN = {
     "sklearn.neighbors": ("KNeighborsRegressor", "KNeighborsClassifier"),
     "lightgbm": ("LGBMRegressor", "LGBMClassifier"),
 }
+# The engine's metric names are not sklearn functions, yet a small model told "scored with
+# f1_weighted" imports exactly that from sklearn.metrics: bind each to the real function.
+METRIC_SHIMS = {
+    "f1_weighted": ("from functools import partial", "from sklearn.metrics import f1_score",
+                    "f1_weighted = partial(f1_score, average='weighted')"),
+    "rmse": ("from sklearn.metrics import root_mean_squared_error as rmse",),
+    "mae": ("from sklearn.metrics import mean_absolute_error as mae",),
+    "r2": ("from sklearn.metrics import r2_score as r2",),
+    "roc_auc": ("from sklearn.metrics import roc_auc_score as roc_auc",),
+    "accuracy": ("from sklearn.metrics import accuracy_score as accuracy",),
+}
 KNOWN: dict[str, str] = {name: module for module, names in _SKLEARN.items() for name in names}
 MODULES = {"np": "import numpy as np", "pd": "import pandas as pd", "lgb": "import lightgbm as lgb",
            "lightgbm": "import lightgbm", "optuna": "import optuna", "math": "import math"}
@@ -63,14 +74,17 @@ def fix_imports(code: str) -> str:
             wrong = [a for a in node.names
                      if a.name in KNOWN and KNOWN[a.name] != node.module
                      and node.module.split(".")[0] in ("sklearn", "lightgbm")]
-            if wrong:
-                keep = [a for a in node.names if a not in wrong]
+            shims = [a for a in node.names if a.name in METRIC_SHIMS and not a.asname
+                     and node.module == "sklearn.metrics"]
+            if wrong or shims:
+                keep = [a for a in node.names if a not in wrong and a not in shims]
                 indent = lines[node.lineno - 1][: node.col_offset]
                 lines[node.lineno - 1] = (
                     f"{indent}from {node.module} import "
                     + ", ".join(_alias(a) for a in keep) if keep else f"{indent}pass"
                 )
                 added += [f"from {KNOWN[a.name]} import {_alias(a)}" for a in wrong]
+                added += [line for a in shims for line in METRIC_SHIMS[a.name]]
         if isinstance(node, ast.Import | ast.ImportFrom):
             bound.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef):

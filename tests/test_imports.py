@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 
+import pytest
+
 from search.imports import fix_imports
 
 
@@ -36,3 +38,12 @@ def test_leaves_bound_and_unknown_names_alone() -> None:
 
 def test_module_aliases() -> None:
     assert fix_imports("a = lgb.LGBMRegressor()\n").startswith("import lightgbm as lgb\n")
+
+
+def test_engine_metric_names_imported_from_sklearn_are_bound_to_real_functions() -> None:
+    code = ("from sklearn.metrics import f1_weighted, rmse, accuracy_score\n"
+            "value = (f1_weighted(['a', 'b'], ['a', 'a']), rmse([1.0, 3.0], [1.0, 1.0]),\n"
+            "         accuracy_score([1], [1]))\n")
+    scope: dict[str, object] = {}
+    exec(fix_imports(code), scope)
+    assert scope["value"] == (pytest.approx(1 / 3), pytest.approx(2 ** 0.5), 1.0)
