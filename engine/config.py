@@ -67,6 +67,8 @@ class RunConfig:
     llm_timeout: float = 600.0
     select: str = "valid"  # how the final winner is chosen: "valid" score, or "cv" (k-fold)
     baseline: bool = True  # start with the engine's LightGBM root (operator=baseline)
+    analyst: bool = False  # an exploration script before drafting; its findings join prompts
+    reflect: bool = False  # a reflection call before every debug and improve step
     quiet: bool = False
     num_drafts: int = 3
     debug_prob: float = 0.5

@@ -15,6 +15,7 @@ import os
 import secrets
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from engine.task import PreparedTask, TaskSpec, prepare_task
 from search.errors import BackendError, EngineError, StoreError, UserError, exit_code
 from search.journal import Journal
 from search.node import Node, Operator
-from search.operators import TaskContext
+from search.operators import TaskContext, analysis_findings, next_analysis
 from search.policy import Proposal, make_policy
 
 EPILOG = """examples:
@@ -79,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "cross-validation of the top 3 nodes on train+valid")
     p.add_argument("--no-baseline", dest="baseline", action="store_false", default=None,
                    help="skip the engine's LightGBM baseline root node")
+    p.add_argument("--analyst", action="store_true", default=None,
+                   help="before drafting, run an LLM-written data exploration script; what it "
+                        "prints joins every later prompt")
+    p.add_argument("--reflect", action="store_true", default=None,
+                   help="before each debug and improve step, ask the LLM what failed or what "
+                        "limits the score (Reflexion); the answer goes into the step's prompt")
     p.add_argument("--quiet", action="store_true", default=None,
                    help="plain log lines instead of the live display")
     return p
@@ -92,6 +99,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "llm_concurrency": args.llm_concurrency, "policy": args.policy, "seed": args.seed,
         "out": args.out, "exec_timeout": args.exec_timeout, "quiet": args.quiet,
         "address": args.address, "baseline": args.baseline, "select": args.select,
+        "analyst": args.analyst, "reflect": args.reflect,
         "budget": parse_budget(args.budget) if args.budget is not None else None,
     }
 
@@ -272,6 +280,9 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig, options: dict
                          debug_prob=config.debug_prob, max_debug_depth=config.max_debug_depth)
     for node in journal:
         policy.observe(node)
+    analysis = next_analysis(journal) if config.analyst else None
+    if analysis is not None and not any(p.operator is Operator.ANALYZE for p in requeue):
+        requeue = [analysis, *requeue]
     if config.baseline and not any(n.operator is Operator.BASELINE for n in journal):
         requeue = [Proposal(Operator.BASELINE), *requeue]
     started = time.time()
@@ -315,10 +326,12 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig, options: dict
                                     concurrency=config.llm_concurrency)[0]
 
         loop = SearchLoop(
-            task=task, ctx=task_context(task, seed), store=store, journal=journal,
+            task=task, store=store, journal=journal,
+            # A resumed run gets its findings back from the analysis node in the Journal.
+            ctx=replace(task_context(task, seed), findings=analysis_findings(journal)),
             policy=policy, llm_slots=slots, executors=execs, budget=budget,
             exec_timeout=config.exec_timeout, requeue=requeue, restart_executor=restart,
-            restart_llm=restart_llm, llm_timeout=config.llm_timeout,
+            restart_llm=restart_llm, llm_timeout=config.llm_timeout, reflect=config.reflect,
             on_node=lambda node, s: progress.node(node, s.prompt_tokens + s.completion_tokens),
         )
         progress.loop = loop

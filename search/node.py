@@ -26,9 +26,10 @@ class Operator(StrEnum):
     DRAFT = "draft"
     IMPROVE = "improve"
     DEBUG = "debug"
-    REFLECT = "reflect"
+    REFLECT = "reflect"  # the tag of a reflection call; its text lands in the next node
     SELA = "sela"
     BASELINE = "baseline"
+    ANALYZE = "analyze"  # a data-exploration script run before drafting; never a candidate
 
 
 def code_hash(code: str) -> str:
@@ -69,6 +70,9 @@ class Node:
     node_ip: str = ""
     created_at: float = 0.0
     finished_at: float = 0.0
+    reflection: str = ""  # --reflect: what the model said about the parent before this step
+    prompt: str = ""  # JSON of the chat messages that produced the code (fine-tuning export)
+    reply: str = ""  # the model's raw reply to that prompt
 
     @property
     def is_ok(self) -> bool:
@@ -77,6 +81,11 @@ class Node:
     @property
     def is_buggy(self) -> bool:
         return self.status not in (Status.OK, Status.LOST)
+
+    @property
+    def is_repairable(self) -> bool:
+        """A failed candidate with code: what a debug step may start from."""
+        return self.is_buggy and bool(self.code) and self.operator is not Operator.ANALYZE
 
     def to_record(self) -> dict[str, Any]:
         row = asdict(self)
@@ -87,10 +96,13 @@ class Node:
     @classmethod
     def from_record(cls, row: dict[str, Any]) -> Node:
         names = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in row.items() if k in names}
+        # A run stored before a text column existed reads it back as null.
+        kwargs = {k: v for k, v in row.items()
+                  if k in names and not (v is None and k in _TEXT_FIELDS)}
         kwargs["operator"] = Operator(kwargs["operator"])
         kwargs["status"] = Status(kwargs["status"])
         return cls(**kwargs)
 
 
 NODE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Node))
+_TEXT_FIELDS = frozenset(f.name for f in fields(Node) if f.default == "")
