@@ -25,7 +25,7 @@ from benchmarks.datasets import suite
 from engine.run import main as run_main
 from engine.store import RunStore
 
-ARMS = (("plain", []), ("reflect", ["--reflect"]))
+ARMS: tuple[tuple[str, list[str]], ...] = (("plain", []), ("reflect", ["--reflect"]))
 
 
 def step_success(rows: pd.DataFrame) -> dict[str, int]:
@@ -77,8 +77,9 @@ def table(results: list[dict[str, Any]]) -> str:
         if mine:
             total = {k: sum(r[k] for r in mine)
                      for k in ("debug_fixed", "debugs", "improved", "improves", "nodes")}
-            lines.append(f"| **all** | | **{arm}** | {_share(total['debug_fixed'], total['debugs'])}"
-                         f" | {_share(total['improved'], total['improves'])} | {total['nodes']} "
+            debugs = _share(total["debug_fixed"], total["debugs"])
+            improves = _share(total["improved"], total["improves"])
+            lines.append(f"| **all** | | **{arm}** | {debugs} | {improves} | {total['nodes']} "
                          "| | |")
     return "\n".join(lines)
 
