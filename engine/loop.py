@@ -462,7 +462,8 @@ class SearchLoop:
             stderr_tail=result.stderr_tail if result else "",
             metric=None if metric_raw is None else self.task.metric.normalise(metric_raw),
             metric_raw=metric_raw,
-            self_reported=self_reported_metric(result.stdout_tail) if result else None,
+            self_reported=self_reported_metric(result.stdout_tail)
+            if result and job.proposal.operator is not Operator.ANALYZE else None,
             exec_seconds=result.seconds if result else 0.0,
             llm_seconds=job.llm_seconds,
             queue_seconds=max(0.0, job.started_at - job.queued_at) if job.queued_at else 0.0,

@@ -25,7 +25,7 @@ from engine.report import FILES
 from engine.store import RunStore
 from search.journal import Journal
 from search.metric import METRICS
-from search.node import Node, Status
+from search.node import Node, Operator, Status
 
 GOOD_K = 5
 # A node's code in tree.html is cut after this many characters: a 10k-node tree must still open.
@@ -156,6 +156,10 @@ def _tree_data(run: _Run) -> dict[str, Any]:
             "completion_tokens": row["completion_tokens"] or 0,
             "model": row["model"] or "", "llm_actor": row["llm_actor"] or "",
             "executor": row["executor"] or "", "temperature": row["temperature"],
+            "reflection": row.get("reflection") or "",
+            # An analysis node's result is what it printed (the findings came from it).
+            "stdout": _clip(row["stdout_tail"], HTML_TAIL_CHARS)
+            if row["operator"] == Operator.ANALYZE.value else "",
         })
     return {
         "run_id": store.run_id,
@@ -445,12 +449,20 @@ _JS = r"""
     panel.appendChild(dl);
     panel.appendChild(el("h3", {}, "Plan"));
     panel.appendChild(el("p", {id: "node-plan"}, n.plan || "(none)"));
+    if (n.reflection) {
+      panel.appendChild(el("h3", {}, "Reflection (before this step)"));
+      panel.appendChild(el("p", {id: "node-reflection"}, n.reflection));
+    }
     if (n.error) {
       panel.appendChild(el("h3", {}, "Error"));
       panel.appendChild(el("pre", {class: "error", id: "node-error"}, n.error));
     }
     panel.appendChild(el("h3", {}, "Code"));
     panel.appendChild(el("pre", {id: "node-code"}, n.code || "(no code)"));
+    if (n.stdout) {
+      panel.appendChild(el("h3", {}, "Printed (analysis findings)"));
+      panel.appendChild(el("pre", {id: "node-stdout"}, n.stdout));
+    }
     if (n.stderr) {
       const d = el("details");
       d.appendChild(el("summary", {}, "stderr (tail)"));

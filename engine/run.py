@@ -283,8 +283,11 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig, options: dict
     analysis = next_analysis(journal) if config.analyst else None
     if analysis is not None and not any(p.operator is Operator.ANALYZE for p in requeue):
         requeue = [analysis, *requeue]
-    if config.baseline and not any(n.operator is Operator.BASELINE for n in journal):
+    if config.baseline and not any(n.operator is Operator.BASELINE
+                                   for n in [*journal, *requeue]):  # in flight at a kill
         requeue = [Proposal(Operator.BASELINE), *requeue]
+    # The loop starts baselines (no LLM call) only from the head of the queue.
+    requeue.sort(key=lambda p: p.operator is not Operator.BASELINE)
     started = time.time()
     store.update_manifest(starts=[*starts, {"at": started, "budget": config.budget,
                                             "nodes_before": len(journal)}])
