@@ -118,3 +118,22 @@ def test_failed_analysis_gets_one_retry_then_the_search_goes_on(tmp_path: Path,
         summary = (run / "summary.md").read_text()
         assert "failed 2x (last: FileNotFoundError" in summary
         assert "the search went on without findings" in summary
+
+
+def test_analysis_cut_by_the_deadline_is_run_once_on_resume(tmp_path: Path) -> None:
+    slow = "```python\nimport time\ntime.sleep(300)\nprint('never')\n```\n"
+    run = _run(tmp_path, [slow], "--budget", "20s")
+    rows = pd.read_parquet(run / "nodes")
+    (cut,) = rows.itertuples()  # every draft waited for the analysis
+    assert cut.operator == "analyze" and cut.status == "killed"
+    assert len(list((run / "inflight").glob("*.json"))) == 1
+    script = json.loads((tmp_path / "replies.json").read_text())
+    script["analyze"] = [ANALYSIS]
+    (tmp_path / "replies.json").write_text(json.dumps(script))
+    assert main(["--resume", str(run), "--max-nodes", "4", "--budget", "2m", "--quiet"]) == 0
+    rows = pd.read_parquet(run / "nodes").sort_values("step")
+    analyses = rows[rows.operator == "analyze"]
+    assert list(analyses.status) == ["killed", "ok"]  # re-proposed once, not twice
+    later = rows[rows.operator != "analyze"]
+    assert len(later) == 2
+    assert all("rows: 180" in _user_prompt(r) for r in later.itertuples())
