@@ -55,6 +55,18 @@ def _task_name(manifest: dict[str, Any]) -> str:
             f"{manifest.get('metric')})")
 
 
+def _runs_in(path: Path) -> list[Path]:
+    """A run directory, or every run directory below a folder (benchmarks nest them)."""
+    if (path / "manifest.json").is_file():
+        return [path]
+    runs = sorted(m.parent for m in path.rglob("manifest.json")
+                  if not any(part.startswith(".") for part in m.relative_to(path).parts))
+    if not runs:
+        raise UserError(f"{path} is not a run directory (no manifest.json) and holds none; "
+                        "pass run directories, e.g. runs/*")
+    return runs
+
+
 def run_examples(run_dir: Path, min_gain: float, skipped: Counter[str]) -> list[dict[str, Any]]:
     """The successful steps of one run, as format-free examples."""
     try:
@@ -105,18 +117,15 @@ def to_format(example: dict[str, Any], fmt: str) -> dict[str, Any]:
 
 
 def export_sft(run_dirs: Iterable[Path], out: Path, fmt: str = "sharegpt",
-               min_gain: float = 0.0) -> tuple[Counter[str], Counter[str]]:
+               min_gain: float = 0.0) -> tuple[Counter[str], Counter[str], int]:
     """Write the examples of every run to `out` (whole or not at all); returns the examples
-    per operator and the skipped nodes per reason."""
+    per operator, the skipped nodes per reason and the number of runs read."""
     if fmt not in FORMATS:
         raise UserError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
-    dirs = list(run_dirs)
-    if not dirs:
+    given = list(run_dirs)
+    if not given:
         raise UserError("no run directories given; pass some, e.g. runs/*")
-    for path in dirs:
-        if not (path / "manifest.json").is_file():
-            raise UserError(f"{path} is not a run directory (no manifest.json); pass run "
-                            "directories, e.g. runs/*")
+    dirs = [run for path in given for run in _runs_in(path)]
     if not out.parent.is_dir():
         raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
     skipped: Counter[str] = Counter()
@@ -136,7 +145,7 @@ def export_sft(run_dirs: Iterable[Path], out: Path, fmt: str = "sharegpt",
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return Counter(e["operator"] for e in examples), skipped
+    return Counter(e["operator"] for e in examples), skipped, len(dirs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -148,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write (prompt, reply) pairs of successful steps (drafts that ran, debugs "
                     "that fixed, improves that improved, analyses that ran) as JSON lines.")
     sft.add_argument("runs", nargs="*", type=Path, metavar="RUN_DIR",
-                     help="run directories, e.g. runs/*")
+                     help="run directories, or folders holding them (searched "
+                          "recursively), e.g. runs/*")
     sft.add_argument("-o", "--output", type=Path, required=True, help="the .jsonl file to write")
     sft.add_argument("--format", choices=FORMATS, default="sharegpt",
                      help="sharegpt (LLaMA-Factory, default), alpaca (LLaMA-Factory), "
@@ -163,14 +173,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        per_operator, skipped = export_sft(args.runs, args.output, args.format, args.min_gain)
+        per_operator, skipped, runs = export_sft(args.runs, args.output, args.format,
+                                                 args.min_gain)
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_code(exc)
     counts = ", ".join(f"{n} {op}" for op, n in sorted(per_operator.items()))
     extra = "".join(f"; skipped {n} {why}" for why, n in skipped.items())
-    print(f"wrote {sum(per_operator.values())} examples ({counts}) from {len(args.runs)} run(s) "
-          f"to {args.output} ({args.format}){extra}")
+    print(f"wrote {sum(per_operator.values())} examples ({counts}) from {runs} run(s) to "
+          f"{args.output} ({args.format}){extra}")
     return 0
 
 

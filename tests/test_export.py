@@ -110,7 +110,14 @@ def test_cli_in_a_subprocess(run_dir: Path, tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "engine.export", "sft", str(run_dir), "-o",
                            str(out)], capture_output=True, text=True, check=True)
     assert done.stdout.startswith(f"wrote {len(expected(run_dir))} examples")
+    assert "from 1 run(s)" in done.stdout
     assert len(out.read_text().splitlines()) == len(expected(run_dir))
+    # A folder holding runs (as benchmarks leave them) is searched for them.
+    nested = tmp_path / "bench" / "plain" / "task"
+    shutil.copytree(run_dir, nested / run_dir.name)
+    shutil.copytree(run_dir, nested / f".{run_dir.name}.partial")  # a half-made run: skipped
+    assert main(["sft", str(tmp_path / "bench"), "-o", str(tmp_path / "b.jsonl")]) == 0
+    assert len((tmp_path / "b.jsonl").read_text().splitlines()) == len(expected(run_dir))
 
 
 def test_bad_input_is_one_line_and_writes_nothing(run_dir: Path, tmp_path: Path,
