@@ -74,6 +74,8 @@ class RunConfig:
     select: str = "valid"  # how the final winner is chosen: "valid" score, or "cv" (k-fold)
     baseline: bool = True  # start with the engine's LightGBM root (operator=baseline)
     ensemble: bool = True  # let the policy propose engine-written ensembles of the best nodes
+    analyst: bool = False  # an exploration script before drafting; its findings join prompts
+    reflect: bool = False  # a reflection call before every debug and improve step
     quiet: bool = False
     num_drafts: int = 3
     debug_prob: float = 0.5

@@ -9,6 +9,7 @@ the Journal and the Store and shown to the policy, which is asked for more propo
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import time
 from collections import deque
@@ -30,12 +31,17 @@ from search.measure import Measurements, split_measurements
 from search.node import Node, Operator, Status, code_hash
 from search.operators import (
     TaskContext,
+    analysis_findings,
     assemble,
     baseline_code,
     build_prompt,
+    clean_reflection,
     ensemble_code,
     ensemble_vote,
+    next_analysis,
+    parse_analysis,
     parse_reply,
+    reflect_prompt,
     repair_prompt,
     self_reported_metric,
 )
@@ -49,6 +55,9 @@ STOPPED_ERROR = "stopped by the user"
 # row without one good reply from that actor means the backend itself is broken: stop loudly
 # instead of losing every node of the run.
 MAX_LLM_RESTARTS = 3
+# The analysis is a preamble every draft waits for, not a candidate: a slow one costs the
+# whole search, so it gets less time than a candidate.
+ANALYSIS_SECONDS = 120.0
 
 
 @dataclass
@@ -74,6 +83,9 @@ class Job:
     attempt: int = 0  # how often this proposal was lost to a dead worker and re-proposed
     llm_deadline: float = 0.0  # time.monotonic() after which its generation counts as hung
     llm_handle: Any = None  # the actor serving its generation (to tell a dead one apart)
+    reflected: bool = False  # --reflect: the reflection call is done (its text may be "")
+    reflection: str = ""
+    reply: str = ""  # raw text of the reply that gave the code
 
 
 @dataclass
@@ -136,6 +148,7 @@ class SearchLoop:
         restart_executor: Callable[[Any], Any] | None = None,
         restart_llm: Callable[[Any, str], Any] | None = None,
         llm_timeout: float = 600.0,
+        reflect: bool = False,
         on_node: Callable[[Node, LoopStats], None] = lambda node, stats: None,
     ) -> None:
         self.task = task
@@ -149,6 +162,7 @@ class SearchLoop:
         self.restart_executor = restart_executor
         self.restart_llm = restart_llm
         self.llm_timeout = llm_timeout
+        self.reflect = reflect  # a reflection call before every debug and improve step
         self.stats = LoopStats(nodes=len(journal))
         # Slots are served by whichever actor currently holds the name: a replaced actor takes
         # over every slot of the dead one, including requests queued for it.
@@ -223,7 +237,13 @@ class SearchLoop:
             tokens = self.stats.prompt_tokens + self.stats.completion_tokens
             if self.budget.room(len(self.journal), self._n_in_flight(), tokens) <= 0:
                 return
-            if self._requeue:
+            if self._analysing():
+                # Its findings join every later prompt: nothing else is generated before them.
+                item = self._take_analysis()
+                if item is None:
+                    return
+                proposal, attempt = item
+            elif self._requeue:
                 proposal, attempt = self._requeue.popleft()
                 if proposal.parent_id is not None and proposal.parent_id not in self.journal:
                     continue
@@ -259,6 +279,17 @@ class SearchLoop:
         job.queued_at = time.time()
         self._running_code[code_hash(job.code)] = job.node_id
         self._ready.append(job)
+    def _analysing(self) -> bool:
+        """Whether an analysis step is queued or in flight."""
+        return (any(op is Operator.ANALYZE for op, _ in self._in_flight)
+                or any(p.operator is Operator.ANALYZE for p, _ in self._requeue))
+
+    def _take_analysis(self) -> tuple[Proposal, int] | None:
+        for item in self._requeue:
+            if item[0].operator is Operator.ANALYZE:
+                self._requeue.remove(item)
+                return item
+        return None
 
     def _new_job(self, proposal: Proposal, attempt: int) -> Job:
         self._in_flight[proposal.key] = self._in_flight.get(proposal.key, 0) + 1
@@ -274,8 +305,12 @@ class SearchLoop:
             # A seed per request: the same prompt twice (improving one parent) must be free to
             # give two different replies; seeded from the run seed and step, so reproducible.
             self._requests += 1
-            job.prompt = replace(build_prompt(self.ctx, job.proposal, self.journal),
-                                 seed=self.ctx.seed * 100_003 + len(self.journal) * 101
+            if (self.reflect and not job.reflected
+                    and job.proposal.operator in (Operator.DEBUG, Operator.IMPROVE)):
+                prompt = reflect_prompt(self.ctx, job.proposal, self.journal)
+            else:
+                prompt = build_prompt(self.ctx, job.proposal, self.journal, job.reflection)
+            job.prompt = replace(prompt, seed=self.ctx.seed * 100_003 + len(self.journal) * 101
                                  + self._requests)
         job.llm_actor = name
         job.llm_deadline = time.monotonic() + self.llm_timeout
@@ -286,12 +321,17 @@ class SearchLoop:
     def _execute(self, job: Job, executor: Any) -> None:
         job.started_at = time.time()
         # The sandbox's own clock stops candidates at the deadline, so none outlives the run.
-        job.exec_limit = max(1.0, min(self.exec_timeout, self.budget.left()))
+        job.exec_limit = max(1.0, min(self._exec_cap(job), self.budget.left()))
         limits = Limits(wall_seconds=job.exec_limit)
         future = asyncio.ensure_future(
             _await(executor.run.remote(job.code, self._inputs_ref, limits))
         )
         self._pending[future] = ("exec", job, executor)
+
+    def _exec_cap(self, job: Job) -> float:
+        if job.proposal.operator is Operator.ANALYZE:
+            return min(self.exec_timeout, ANALYSIS_SECONDS)
+        return self.exec_timeout
 
     # ---- LLM faults --------------------------------------------------------------------
 
@@ -348,7 +388,17 @@ class SearchLoop:
         self.stats.prompt_tokens += reply.prompt_tokens
         self.stats.completion_tokens += reply.completion_tokens
         self.stats.llm_seconds += reply.seconds
-        parsed = parse_reply(reply.text, self.ctx)
+        if job.prompt is not None and job.prompt.tag == Operator.REFLECT.value:
+            job.reflected = True
+            job.reflection = clean_reflection(reply.text)
+            job.prompt = None  # the step's own prompt, built with the reflection in it
+            self._generate(job, self._free_llms.pop())  # the worker freed just now
+            return
+        job.reply = reply.text
+        if job.proposal.operator is Operator.ANALYZE:
+            parsed = parse_analysis(reply.text)
+        else:
+            parsed = parse_reply(reply.text, self.ctx)
         job.plan = parsed.plan or job.plan
         if parsed.problem and not job.repaired and job.prompt is not None:
             job.repaired = True
@@ -387,9 +437,13 @@ class SearchLoop:
         result = replace(result, stdout_tail=stdout)
         status, error = Status(result.status), result.error
         metric_raw = test_raw = train_raw = None
-        if status is Status.TIMEOUT and job.exec_limit < self.exec_timeout:
+        if status is Status.TIMEOUT and job.exec_limit < self._exec_cap(job):
             status, error = Status.KILLED, DEADLINE_ERROR
-        if status is Status.OK:
+        if job.proposal.operator is Operator.ANALYZE:
+            # Nothing to score: what it printed is the result.
+            if status is Status.OK and not result.stdout_tail.strip():
+                status, error = Status.BUGGY, "the analysis script printed nothing"
+        elif status is Status.OK:
             try:
                 metric_raw = score(self.task, result.valid_csv, "valid")
                 test_raw = score(self.task, result.test_csv, "test")
@@ -439,7 +493,8 @@ class SearchLoop:
             stderr_tail=result.stderr_tail if result else "",
             metric=None if metric_raw is None else self.task.metric.normalise(metric_raw),
             metric_raw=metric_raw,
-            self_reported=self_reported_metric(result.stdout_tail) if result else None,
+            self_reported=self_reported_metric(result.stdout_tail)
+            if result and job.proposal.operator is not Operator.ANALYZE else None,
             exec_seconds=result.seconds if result else 0.0,
             llm_seconds=job.llm_seconds,
             queue_seconds=max(0.0, job.started_at - job.queued_at) if job.queued_at else 0.0,
@@ -456,6 +511,9 @@ class SearchLoop:
             train_metric_raw=train_raw,
             flags=",".join(implementation_flags(self.task.metric, job.code, metric_raw,
                                                 train_raw)),
+            reflection=job.reflection,
+            prompt=json.dumps(job.prompt.messages) if job.reply and job.prompt else "",
+            reply=job.reply,
         )
         previous_best = self.journal.best()
         try:
@@ -468,6 +526,8 @@ class SearchLoop:
                              f"{_short(exc)}; free disk space, then --resume "
                              f"{self.store.root}") from exc
         self.journal.add(node)
+        if node.operator is Operator.ANALYZE:
+            self._after_analysis(node)
         if error not in (DEADLINE_ERROR, STOPPED_ERROR):
             # Work stopped by a deadline or Ctrl-C stays marked, so a resume re-proposes it.
             self.store.clear_in_flight(job.node_id)
@@ -477,6 +537,17 @@ class SearchLoop:
         self.stats.nodes = len(self.journal)
         self.stats.test_scores[node.node_id] = test_raw
         self.on_node(node, self.stats)
+
+    def _after_analysis(self, node: Node) -> None:
+        """Findings into every later prompt; a failed analysis gets one retry, then the search
+        goes on without findings."""
+        findings = analysis_findings(self.journal)
+        if findings:
+            self.ctx = replace(self.ctx, findings=findings)
+        elif node.status not in (Status.LOST, Status.KILLED):  # those are re-proposed anyway
+            retry = next_analysis(self.journal)
+            if retry is not None:
+                self._requeue.appendleft((retry, 0))
 
     def _stop_in_flight(self, reason: str) -> None:
         """Record everything still running as killed, then drop it."""

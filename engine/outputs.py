@@ -26,7 +26,7 @@ from engine.store import RunStore
 from search.constraints import Constraints
 from search.journal import Journal
 from search.metric import METRICS
-from search.node import Node, Status
+from search.node import Node, Operator, Status
 
 GOOD_K = 5
 # A node's code in tree.html is cut after this many characters: a 10k-node tree must still open.
@@ -162,6 +162,10 @@ def _tree_data(run: _Run) -> dict[str, Any]:
             "cost": cost(node) if node.is_ok else "",
             "flags": ", ".join(node.flag_list),
             "excluded": "; ".join(journal.constraints.violations(node)) if node.is_ok else "",
+            "reflection": row.get("reflection") or "",
+            # An analysis node's result is what it printed (the findings came from it).
+            "stdout": _clip(row["stdout_tail"], HTML_TAIL_CHARS)
+            if row["operator"] == Operator.ANALYZE.value else "",
         })
     return {
         "run_id": store.run_id,
@@ -454,12 +458,20 @@ _JS = r"""
     panel.appendChild(dl);
     panel.appendChild(el("h3", {}, "Plan"));
     panel.appendChild(el("p", {id: "node-plan"}, n.plan || "(none)"));
+    if (n.reflection) {
+      panel.appendChild(el("h3", {}, "Reflection (before this step)"));
+      panel.appendChild(el("p", {id: "node-reflection"}, n.reflection));
+    }
     if (n.error) {
       panel.appendChild(el("h3", {}, "Error"));
       panel.appendChild(el("pre", {class: "error", id: "node-error"}, n.error));
     }
     panel.appendChild(el("h3", {}, "Code"));
     panel.appendChild(el("pre", {id: "node-code"}, n.code || "(no code)"));
+    if (n.stdout) {
+      panel.appendChild(el("h3", {}, "Printed (analysis findings)"));
+      panel.appendChild(el("pre", {id: "node-stdout"}, n.stdout));
+    }
     if (n.stderr) {
       const d = el("details");
       d.appendChild(el("summary", {}, "stderr (tail)"));

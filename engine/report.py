@@ -13,7 +13,8 @@ from typing import Any
 
 from engine.task import PreparedTask
 from search.journal import Journal
-from search.node import Node
+from search.node import Node, Operator
+from search.operators import analysis_findings
 from search.verify import READS_OUTSIDE_INPUT, outside_reads
 
 # Rows of the best path shown before eliding the middle: the summary must stay one screen even
@@ -124,6 +125,20 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
     ]
 
 
+def analysis_section(journal: Journal) -> list[str]:
+    """--analyst: what the exploration found (the text every later prompt carried), or why
+    the search went on without findings."""
+    tries = [n for n in journal if n.operator is Operator.ANALYZE]
+    if not tries:
+        return []
+    findings = analysis_findings(journal)
+    if findings:
+        return ["## Data analysis (in every later prompt)", "", "```", findings, "```", ""]
+    last = tries[-1].error or tries[-1].status.value
+    return ["## Data analysis", "",
+            f"- failed {len(tries)}x (last: {last}); the search went on without findings", ""]
+
+
 def write_summary(root: Path, task: PreparedTask, journal: Journal,
                   tests: dict[str, float | None], facts: dict[str, Any]) -> Path:
     lines = [f"# Run {root.name}", ""]
@@ -142,6 +157,7 @@ def write_summary(root: Path, task: PreparedTask, journal: Journal,
         lines.append("")
     lines += _excluded_section(journal)
     lines += _verification_section(journal, facts.get("request_warnings") or [])
+    lines += analysis_section(journal)
     errors = top_errors(journal)
     if errors:
         lines += ["## Top errors", ""] + [f"- {e} ({n}x)" for e, n in errors] + [""]

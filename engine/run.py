@@ -15,6 +15,7 @@ import os
 import secrets
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from search.constraints import Constraints
 from search.errors import BackendError, EngineError, StoreError, UserError, exit_code
 from search.journal import Journal
 from search.node import Node, Operator
-from search.operators import TaskContext, ensemble_vote
+from search.operators import TaskContext, analysis_findings, ensemble_vote, next_analysis
 from search.policy import Proposal, make_policy
 
 EPILOG = """examples:
@@ -93,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip the engine's LightGBM baseline root node")
     p.add_argument("--no-ensemble", dest="ensemble", action="store_false", default=None,
                    help="never propose engine-written ensembles of the best nodes")
+    p.add_argument("--analyst", action="store_true", default=None,
+                   help="before drafting, run an LLM-written data exploration script; what it "
+                        "prints joins every later prompt")
+    p.add_argument("--reflect", action="store_true", default=None,
+                   help="before each debug and improve step, ask the LLM what failed or what "
+                        "limits the score (Reflexion); the answer goes into the step's prompt")
     p.add_argument("--quiet", action="store_true", default=None,
                    help="plain log lines instead of the live display")
     return p
@@ -106,7 +113,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "llm_concurrency": args.llm_concurrency, "policy": args.policy, "seed": args.seed,
         "out": args.out, "exec_timeout": args.exec_timeout, "quiet": args.quiet,
         "address": args.address, "baseline": args.baseline, "ensemble": args.ensemble,
-        "select": args.select,
+        "select": args.select, "analyst": args.analyst, "reflect": args.reflect,
         "budget": parse_budget(args.budget) if args.budget is not None else None,
     }
 
@@ -341,8 +348,14 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig, options: dict
                          ensemble_sizes=sizes)
     for node in journal:
         policy.observe(node)
-    if config.baseline and not any(n.operator is Operator.BASELINE for n in journal):
+    analysis = next_analysis(journal) if config.analyst else None
+    if analysis is not None and not any(p.operator is Operator.ANALYZE for p in requeue):
+        requeue = [analysis, *requeue]
+    if config.baseline and not any(n.operator is Operator.BASELINE
+                                   for n in [*journal, *requeue]):  # in flight at a kill
         requeue = [Proposal(Operator.BASELINE), *requeue]
+    # The loop starts baselines (no LLM call) only from the head of the queue.
+    requeue.sort(key=lambda p: p.operator is not Operator.BASELINE)
     started = time.time()
     store.update_manifest(starts=[*starts, {"at": started, "budget": config.budget,
                                             "nodes_before": len(journal)}])
@@ -384,10 +397,12 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig, options: dict
                                     concurrency=config.llm_concurrency)[0]
 
         loop = SearchLoop(
-            task=task, ctx=task_context(task, seed), store=store, journal=journal,
+            task=task, store=store, journal=journal,
+            # A resumed run gets its findings back from the analysis node in the Journal.
+            ctx=replace(task_context(task, seed), findings=analysis_findings(journal)),
             policy=policy, llm_slots=slots, executors=execs, budget=budget,
             exec_timeout=config.exec_timeout, requeue=requeue, restart_executor=restart,
-            restart_llm=restart_llm, llm_timeout=config.llm_timeout,
+            restart_llm=restart_llm, llm_timeout=config.llm_timeout, reflect=config.reflect,
             on_node=lambda node, s: progress.node(node, s.prompt_tokens + s.completion_tokens),
         )
         progress.loop = loop

@@ -61,8 +61,7 @@ class GreedyPolicy:
         debuggable = [
             leaf
             for leaf in journal.buggy_leaves
-            if leaf.operator is not Operator.ENSEMBLE
-            and journal.debug_depth(leaf.node_id) < self.max_debug_depth
+            if journal.debug_depth(leaf.node_id) < self.max_debug_depth
             and taken.get((Operator.DEBUG, leaf.node_id), 0) == 0
         ]
         if debuggable and self._rng.random() < self.debug_prob:

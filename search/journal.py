@@ -108,10 +108,7 @@ class Journal:
     @property
     def buggy_leaves(self) -> list[Node]:
         """Failed nodes with code and no child yet: the candidates for a debug step."""
-        return [
-            n for n in self._nodes.values()
-            if n.is_buggy and n.code and self.is_leaf(n.node_id)
-        ]
+        return [n for n in self._nodes.values() if n.is_repairable and self.is_leaf(n.node_id)]
 
     def best(self) -> Node | None:
         """The eligible node with the best valid metric; ties go to the earlier node."""

@@ -94,13 +94,13 @@ class _Index:
             self.debug_depth.append(0)
             self.fixed.append(False)
             self.ok.append(node.is_ok)
-            self.repairable.append(node.is_buggy and bool(node.code))
+            self.repairable.append(node.is_repairable)
             self.eligible.append(self.journal.is_eligible(node))
             if node.is_ok:
                 assert node.metric is not None
                 self.ok_nodes.append(i)
                 self.ok_metrics.append(node.metric)
-            if p == ROOT and node.operator is not Operator.REFLECT:
+            if p == ROOT and node.operator is not Operator.ANALYZE:
                 self.drafts += 1
             if node.operator is Operator.DEBUG and p != ROOT:
                 self.debug_children[p] += 1

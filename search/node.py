@@ -26,10 +26,11 @@ class Operator(StrEnum):
     DRAFT = "draft"
     IMPROVE = "improve"
     DEBUG = "debug"
-    REFLECT = "reflect"
+    REFLECT = "reflect"  # the tag of a reflection call; its text lands in the next node
     SELA = "sela"
     BASELINE = "baseline"
     ENSEMBLE = "ensemble"
+    ANALYZE = "analyze"  # a data-exploration script run before drafting; never a candidate
 
 
 def code_hash(code: str) -> str:
@@ -76,6 +77,9 @@ class Node:
     model_mb: float | None = None  # pickled size of the models that made those predictions
     train_metric_raw: float | None = None  # in-sample score on a sample of train rows
     flags: str = ""  # implementation verification: comma-separated names, "" when clean
+    reflection: str = ""  # --reflect: what the model said about the parent before this step
+    prompt: str = ""  # JSON of the chat messages that produced the code (fine-tuning export)
+    reply: str = ""  # the model's raw reply to that prompt
 
     @property
     def is_ok(self) -> bool:
@@ -89,6 +93,13 @@ class Node:
     def is_buggy(self) -> bool:
         return self.status not in (Status.OK, Status.LOST)
 
+    @property
+    def is_repairable(self) -> bool:
+        """A failed LLM-written candidate with code: what a debug step may start from (the
+        engine's own ensembles and analysis scripts are never handed to the LLM to fix)."""
+        return (self.is_buggy and bool(self.code)
+                and self.operator not in (Operator.ANALYZE, Operator.ENSEMBLE))
+
     def to_record(self) -> dict[str, Any]:
         row = asdict(self)
         row["operator"] = self.operator.value
@@ -98,12 +109,13 @@ class Node:
     @classmethod
     def from_record(cls, row: dict[str, Any]) -> Node:
         names = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in row.items() if k in names}
-        if kwargs.get("flags") is None:  # a row stored before the column existed
-            kwargs["flags"] = ""
+        # A run stored before a text column existed reads it back as null.
+        kwargs = {k: v for k, v in row.items()
+                  if k in names and not (v is None and k in _TEXT_FIELDS)}
         kwargs["operator"] = Operator(kwargs["operator"])
         kwargs["status"] = Status(kwargs["status"])
         return cls(**kwargs)
 
 
 NODE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Node))
+_TEXT_FIELDS = frozenset(f.name for f in fields(Node) if f.default == "")

@@ -22,7 +22,7 @@ from search.ideas import draft_idea, improve_idea
 from search.imports import fix_imports
 from search.journal import Journal
 from search.measure import HARNESS_MEASURE
-from search.node import Operator
+from search.node import Operator, Status
 from search.policy import Proposal
 
 SYSTEM = (
@@ -78,6 +78,7 @@ class TaskContext:
     needs_proba: bool = False
     seed: int = 0
     max_tokens: int = 900  # a fit_predict fits in ~400 tokens; the cap bounds rambling replies
+    findings: str = ""  # --analyst: facts the exploration script printed (see analysis_findings)
 
 
 _HEAD = '''"""Solution script: the engine's harness around LLM-written model code.
@@ -270,7 +271,8 @@ def _prefix(ctx: TaskContext) -> str:
     # The harness is described, not shown: shown, a small model copies its file handling.
     return (
         f"# Task\n{ctx.preview.strip()}\n\n"
-        "# What you write\n"
+        + _findings_section(ctx)
+        + "# What you write\n"
         "Only the model code: imports and one function\n"
         "```python\n"
         "def fit_predict(X, y, X_valid, X_test):\n"
@@ -295,7 +297,16 @@ def _prefix(ctx: TaskContext) -> str:
     )
 
 
-def _prompt(ctx: TaskContext, tail: str, proposal: Proposal, max_tokens: int) -> ChatPrompt:
+def _findings_section(ctx: TaskContext) -> str:
+    # Inside the stable prefix: identical for every prompt after the analysis, so llama.cpp's
+    # prefix cache still covers it.
+    if not ctx.findings:
+        return ""
+    return f"# Data analysis (facts an exploration script printed)\n{ctx.findings}\n\n"
+
+
+def _prompt(ctx: TaskContext, tail: str, proposal: Proposal, max_tokens: int,
+            tag: Operator | None = None) -> ChatPrompt:
     return ChatPrompt(
         messages=[
             {"role": "system", "content": SYSTEM},
@@ -304,7 +315,7 @@ def _prompt(ctx: TaskContext, tail: str, proposal: Proposal, max_tokens: int) ->
         max_tokens=max_tokens,
         temperature=proposal.temperature,
         seed=ctx.seed,
-        tag=proposal.operator.value,
+        tag=(tag or proposal.operator).value,
     )
 
 
@@ -321,17 +332,44 @@ def draft_prompt(ctx: TaskContext, proposal: Proposal, draft_index: int) -> Chat
     return _prompt(ctx, tail, proposal, ctx.max_tokens)
 
 
-def improve_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal) -> ChatPrompt:
-    assert proposal.parent_id is not None
-    parent = journal.get(proposal.parent_id)
+def _current(ctx: TaskContext, journal: Journal, parent_id: str) -> str:
+    """The improve context: the parent's code and score, and what siblings already tried."""
+    parent = journal.get(parent_id)
     tried = [c.plan for c in journal.children(parent.node_id) if c.plan][-4:]
-    idea = proposal.hint or improve_idea(len(journal.children(parent.node_id)))
     score = "n/a" if parent.metric_raw is None else f"{parent.metric_raw:.5g}"
     history = "".join(f"\n- {_one_line(p)}" for p in tried)
-    tail = (
+    return (
         f"# Current model code (valid {ctx.metric} = {score})\n"
         f"{_code_block(model_part(parent.code))}\n\n"
         + (f"# Already tried from this code{history}\n\n" if history else "")
+    )
+
+
+def _failure(journal: Journal, parent_id: str, what: str = "Model code") -> str:
+    """The debug context: the failed code, its error, the traceback's end and API hints."""
+    parent = journal.get(parent_id)
+    error = parent.error or f"status {parent.status.value}"
+    trace = _tail_lines(parent.stderr_tail, 12)
+    hints = api_hints(error + "\n" + parent.stderr_tail)
+    return (
+        f"# {what} that failed\n{_code_block(model_part(parent.code))}\n\n"
+        f"# Error\n{error}\n"
+        + (f"```\n{trace}\n```\n" if trace and trace not in error else "")
+        + "".join(f"Hint: {h}\n" for h in hints)
+    )
+
+
+def _notes(reflection: str) -> str:
+    return f"# Your notes on this code\n{reflection}\n\n" if reflection else ""
+
+
+def improve_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal,
+                   reflection: str = "") -> ChatPrompt:
+    assert proposal.parent_id is not None
+    idea = proposal.hint or improve_idea(len(journal.children(proposal.parent_id)))
+    tail = (
+        _current(ctx, journal, proposal.parent_id)
+        + _notes(reflection)
         + "# Your job\nImprove the score with ONE targeted change: "
         f"{idea}. Return the whole updated model code."
     )
@@ -339,50 +377,188 @@ def improve_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal) -> Ch
 
 
 def debug_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal,
-                 last_resort: bool = False) -> ChatPrompt:
+                 last_resort: bool = False, reflection: str = "") -> ChatPrompt:
     assert proposal.parent_id is not None
-    parent = journal.get(proposal.parent_id)
-    error = parent.error or f"status {parent.status.value}"
-    trace = _tail_lines(parent.stderr_tail, 12)
-    hints = api_hints(error + "\n" + parent.stderr_tail)
     ask = (
         "Make the smallest possible edit that fixes this error; change nothing else."
         if last_resort
         else "Fix the bug. Return the whole corrected model code."
     )
     tail = (
-        f"# Model code that failed\n{_code_block(model_part(parent.code))}\n\n"
-        f"# Error\n{error}\n"
-        + (f"```\n{trace}\n```\n" if trace and trace not in error else "")
-        + "".join(f"Hint: {h}\n" for h in hints)
+        _failure(journal, proposal.parent_id)
+        + ("\n" + _notes(reflection) if reflection else "")
         + f"\n# Your job\n{ask}"
     )
     return _prompt(ctx, tail, proposal, ctx.max_tokens)
 
 
+REFLECT_TOKENS = 150  # three sentences; a longer reflection only delays the code call
+
+
+def reflect_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal) -> ChatPrompt:
+    """Reflexion (seed 001): before a debug or improve step, ask what failed or what limits the
+    score and what to change, in words; the answer goes into the step's own prompt."""
+    assert proposal.parent_id is not None
+    if proposal.operator is Operator.DEBUG:
+        tail = (_failure(journal, proposal.parent_id)
+                + "\n# Your job\nDo not write code. In at most three short sentences: what "
+                "caused this error, and what exactly must change to fix it?")
+    else:
+        tail = (_current(ctx, journal, proposal.parent_id)
+                + "# Your job\nDo not write code. In at most three short sentences: what most "
+                "limits this score, and which one change would most likely improve it?")
+    return _prompt(ctx, tail, proposal, REFLECT_TOKENS, tag=Operator.REFLECT)
+
+
+def clean_reflection(text: str) -> str:
+    """A reflection as one short paragraph: code blocks dropped (a small model writes them
+    anyway), whitespace collapsed, at most 600 characters."""
+    return _one_line(_FENCED.sub(" ", text), 600)
+
+
 def repair_prompt(prompt: ChatPrompt, reply: str, problem: str) -> ChatPrompt:
     """Re-ask once when a reply has no usable code, before it costs an execution."""
+    what = ("the script" if prompt.tag == Operator.ANALYZE.value
+            else "the model code (imports and fit_predict)")
     messages = [
         *prompt.messages,
         {"role": "assistant", "content": reply},
-        {"role": "user", "content": f"{problem} Reply again with the model code (imports and "
-                                    "fit_predict) in one ```python code block."},
+        {"role": "user", "content": f"{problem} Reply again with {what} in one ```python "
+                                    "code block."},
     ]
     return ChatPrompt(messages, prompt.max_tokens, prompt.temperature, prompt.seed + 1,
                       prompt.tag, prompt.stop)
 
 
-def build_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal) -> ChatPrompt:
+def build_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal,
+                 reflection: str = "") -> ChatPrompt:
     if proposal.operator is Operator.DRAFT:
         return draft_prompt(ctx, proposal, len(journal.draft_nodes))
     if proposal.operator is Operator.IMPROVE:
-        return improve_prompt(ctx, proposal, journal)
+        return improve_prompt(ctx, proposal, journal, reflection)
     if proposal.operator is Operator.DEBUG:
         assert proposal.parent_id is not None
         # The last debug step allowed asks for the smallest edit (issue 10).
         last = journal.debug_depth(proposal.parent_id) >= 2
-        return debug_prompt(ctx, proposal, journal, last_resort=last)
+        return debug_prompt(ctx, proposal, journal, last_resort=last, reflection=reflection)
+    if proposal.operator is Operator.ANALYZE:
+        return analysis_prompt(ctx, proposal, journal)
     raise ValueError(f"no prompt for operator {proposal.operator}")
+
+
+# ---- the data analyst (seed 003) ----------------------------------------------------------
+
+ANALYST_SYSTEM = (
+    "You are a careful data analyst. You write short, correct pandas scripts that print "
+    "facts about a dataset. Reply with one ```python code block."
+)
+ANALYSIS_HEAD = "import numpy as np\nimport pandas as pd\n\n"
+FINDINGS_CHARS = 1500  # what the findings may add to every later prompt
+ANALYSIS_TOKENS = 700
+
+
+def _analysis_facts(ctx: TaskContext) -> str:
+    if ctx.task_type == "regression":
+        target = (f"- skew of `{ctx.target}` and its 5 quantiles (0, 0.25, 0.5, 0.75, 1);\n"
+                  f"- the 5 numeric columns most correlated with `{ctx.target}` (absolute "
+                  "Pearson correlation);\n")
+    else:
+        target = (f"- the share of each class of `{ctx.target}` "
+                  "(value_counts(normalize=True));\n"
+                  "- the 5 numeric columns whose mean differs most between classes "
+                  "(groupby the target, then the spread of the means divided by the "
+                  "column's std);\n")
+    return (
+        target
+        + "- the columns with missing values and their share of rows;\n"
+        "- text columns with more than 20 distinct values, and how many each has;\n"
+        "- numeric columns with strong skew (|skew| > 2), constant columns, and columns that "
+        "look like row ids (a distinct value in every row).\n"
+    )
+
+
+def analysis_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal) -> ChatPrompt:
+    """Ask for a short exploration script; a retry shows the failed script and its error."""
+    if proposal.parent_id is None:
+        job = (
+            "# Your job\nWrite a short Python script that explores the training data before "
+            "anyone models it. Read it with `df = pd.read_csv(\"input/train.csv\")` (the target "
+            f"column is `{ctx.target}`) and print, one short line per fact, at most 30 lines:\n"
+            + _analysis_facts(ctx)
+            + "Do not train models, do not plot, do not write files. pandas is imported as pd "
+            "and numpy as np."
+        )
+    else:
+        job = (_failure(journal, proposal.parent_id, "Analysis script")
+               + "\n# Your job\nFix the script. Return the whole corrected script.")
+    return ChatPrompt(
+        messages=[
+            {"role": "system", "content": ANALYST_SYSTEM},
+            {"role": "user", "content": f"# Task\n{ctx.preview.strip()}\n\n{job}"},
+        ],
+        max_tokens=ANALYSIS_TOKENS,
+        temperature=proposal.temperature,
+        seed=ctx.seed,
+        tag=Operator.ANALYZE.value,
+    )
+
+
+def parse_analysis(text: str) -> Parsed:
+    """The exploration script of a reply: the longest fenced block, run as it is after a
+    fixed head that imports pandas and numpy."""
+    blocks = [b for b in _FENCE.findall(text) if b.strip()]
+    code = max(blocks, key=len) if blocks else text
+    plan = _one_line(text[: text.find("```")], 400) if blocks else ""
+    code = code.strip()
+    if not code:
+        return Parsed(plan, "", "Your reply contained no code.")
+    if code.startswith(ANALYSIS_HEAD.strip()):
+        code = code[len(ANALYSIS_HEAD.strip()):].strip()
+    script = ANALYSIS_HEAD + code + "\n"
+    try:
+        ast.parse(script)
+    except SyntaxError as exc:
+        where = f" (line {exc.lineno})" if exc.lineno else ""
+        return Parsed(plan, script, f"Your code does not parse: SyntaxError: {exc.msg}{where}.")
+    return Parsed(plan or "data analysis", fix_imports(script), "")
+
+
+def trim_findings(stdout: str, limit: int = FINDINGS_CHARS) -> str:
+    """Printed facts as prompt text: blank lines dropped, long lines cut, whole lines kept up
+    to `limit` characters."""
+    kept: list[str] = []
+    size = 0
+    for raw in stdout.splitlines():
+        line = _one_line(raw.rstrip(), 200) if raw.strip() else ""
+        if not line:
+            continue
+        if size + len(line) + 1 > limit:
+            kept.append("(further output cut)")
+            break
+        kept.append(line)
+        size += len(line) + 1
+    return "\n".join(kept)
+
+
+def analysis_findings(journal: Journal) -> str:
+    """The findings of the run's analysis node that ran, or "" when none did."""
+    for node in journal:
+        if node.operator is Operator.ANALYZE and node.status is Status.OK:
+            return trim_findings(node.stdout_tail)
+    return ""
+
+
+def next_analysis(journal: Journal) -> Proposal | None:
+    """The analysis step still owed: the first one, or one retry of a failed one showing its
+    error; None once one ran or two failed. Lost or stopped attempts do not count (the loop
+    and the in-flight notes re-propose those)."""
+    tries = [n for n in journal if n.operator is Operator.ANALYZE
+             and n.status not in (Status.LOST, Status.KILLED)]
+    if len(tries) >= 2 or any(n.status is Status.OK for n in tries):
+        return None
+    if not tries:
+        return Proposal(Operator.ANALYZE, None, temperature=0.3)
+    return Proposal(Operator.ANALYZE, tries[-1].node_id, temperature=0.5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,6 +569,7 @@ class Parsed:
 
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py|Python)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_FENCED = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 
 
 def parse_reply(text: str, ctx: TaskContext) -> Parsed:

@@ -114,3 +114,26 @@ def test_markup_in_code_is_shown_as_text(browser: Any, tmp_path: Path) -> None:
     assert view.dialogs == []  # the alert() inside the code never ran
     page.screenshot(path=str(tmp_path / "nasty.png"))
     assert view.problems == []
+
+
+def test_reflection_and_analysis_output_in_the_panel(browser: Any, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from search.node import Operator
+
+    analysis = replace(make_node("look", step=0, code="print('rows: 40')\n"),
+                       operator=Operator.ANALYZE, metric=None, metric_raw=None,
+                       stdout_tail="rows: 40\ncorr a with y: 0.61\n")
+    kid = replace(make_node("kid", "root", step=2, metric=2.0),
+                  reflection="The model underfits: add squared features.")
+    root = small_store(tmp_path, [analysis, make_node("root", step=1), kid])
+    view = new_page(browser)
+    view.open(write_tree_html(root))
+    page = view.page
+    page.click('.node[data-id="kid"]')
+    assert page.text_content("#node-reflection") == kid.reflection
+    assert page.locator("#node-stdout").count() == 0
+    page.click('.node[data-id="look"]')
+    assert page.text_content("#node-stdout") == analysis.stdout_tail
+    assert page.locator("#node-reflection").count() == 0
+    assert view.problems == []

@@ -1,0 +1,119 @@
+"""Does a reflection before debug and improve steps (Reflexion, seed 001) make them succeed?
+
+    python -m benchmarks.reflect [--suite lite] [--budget 10m] [--seeds 1] [--llm llama]
+                                 [--out runs/reflect] [engine flags...]
+
+For each task and seed of the suite: one `engine.run` without and one with `--reflect`, same
+budget and seed. From each run's Parquet rows: the share of debug steps whose code ran ok, and
+the share of improve steps that beat their parent's valid score. Steps stopped at the budget
+deadline or lost to a worker are left out of both counts (they never got their chance). Also
+reported: nodes, tokens per node (a reflection costs a call) and the best node's test score.
+Prints a markdown table and writes it, with the raw numbers as JSON, under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchmarks.datasets import suite
+from engine.run import main as run_main
+from engine.store import RunStore
+
+ARMS: tuple[tuple[str, list[str]], ...] = (("plain", []), ("reflect", ["--reflect"]))
+
+
+def step_success(rows: pd.DataFrame) -> dict[str, int]:
+    """Debug steps that ran ok and improve steps that beat their parent, out of those that
+    finished (not killed at the deadline, not lost)."""
+    done = rows[~rows.status.isin(["killed", "lost"])]
+    metric = rows.set_index("node_id").metric
+    debugs = done[done.operator == "debug"]
+    improves = done[done.operator == "improve"]
+    parent_metric = improves.parent_id.map(metric)
+    improved = (improves.status == "ok") & parent_metric.notna() & (improves.metric > parent_metric)
+    return {
+        "debugs": len(debugs), "debug_fixed": int((debugs.status == "ok").sum()),
+        "improves": len(improves), "improved": int(improved.sum()),
+    }
+
+
+def measure(task: str, seed: int, arm: str, run_dir: Path) -> dict[str, Any]:
+    store = RunStore.open(run_dir)
+    rows = pd.DataFrame(store.read_rows())
+    result = store.manifest().get("result", {})
+    tokens = int((rows.prompt_tokens + rows.completion_tokens).sum())
+    llm_nodes = int((rows.operator != "baseline").sum())
+    return {
+        "task": task, "seed": seed, "arm": arm, "nodes": len(rows),
+        "reflections": int((rows.reflection.fillna("") != "").sum()),
+        "tokens_per_llm_node": tokens / llm_nodes if llm_nodes else None,
+        "best_test": result.get("best_test"), "run_dir": str(run_dir),
+        **step_success(rows),
+    }
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({part / whole:.0%})" if whole else "0/0"
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    lines = ["| task | seed | arm | debugs fixed | improves that improved | nodes | "
+             "tokens/LLM node | best test |", "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        tokens = "n/a" if r["tokens_per_llm_node"] is None else f"{r['tokens_per_llm_node']:.0f}"
+        best = "n/a" if r["best_test"] is None else f"{r['best_test']:.4g}"
+        lines.append(f"| {r['task']} | {r['seed']} | {r['arm']} | "
+                     f"{_share(r['debug_fixed'], r['debugs'])} | "
+                     f"{_share(r['improved'], r['improves'])} | {r['nodes']} | {tokens} | "
+                     f"{best} |")
+    for arm, _ in ARMS:
+        mine = [r for r in results if r["arm"] == arm]
+        if mine:
+            total = {k: sum(r[k] for r in mine)
+                     for k in ("debug_fixed", "debugs", "improved", "improves", "nodes")}
+            debugs = _share(total["debug_fixed"], total["debugs"])
+            improves = _share(total["improved"], total["improves"])
+            lines.append(f"| **all** | | **{arm}** | {debugs} | {improves} | {total['nodes']} "
+                         "| | |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", default="lite", help="suite name or comma-separated datasets")
+    parser.add_argument("--budget", default="10m", help="search budget per run (default 10m)")
+    parser.add_argument("--seeds", type=int, default=1, help="seeds per task and arm (default 1)")
+    parser.add_argument("--llm", default="llama", help="LLM spec (default: embedded model)")
+    parser.add_argument("--out", default="runs/reflect", help="where runs and the table go")
+    args, extra = parser.parse_known_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for dataset in suite(args.suite):
+        for seed in range(args.seeds):
+            for arm, flags in ARMS:
+                run_out = out / arm / dataset.name
+                before = set(run_out.iterdir()) if run_out.exists() else set()
+                print(f"== {dataset.name} seed {seed} {arm}: {args.budget}", flush=True)
+                code = run_main(["--data", str(dataset.path), "--target", dataset.target,
+                                 "--budget", args.budget, "--llm", args.llm, "--seed", str(seed),
+                                 "--out", str(run_out), "--quiet", *flags, *extra])
+                if code != 0:
+                    return code
+                (run_dir,) = [p for p in set(run_out.iterdir()) - before
+                              if not p.name.startswith(".")]
+                results.append(measure(dataset.name, seed, arm, run_dir))
+                (out / "reflect.json").write_text(json.dumps(results, indent=2))
+                (out / "reflect.md").write_text(table(results) + "\n")
+    print(table(results), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""--reflect through the real engine (only the LLM is scripted): before each debug and improve
+step one reflection call, whose text is stored with the node and sits in the step's prompt; and
+the reflect benchmark's numbers, checked against the runs' own rows."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks.reflect import main as bench_main
+from benchmarks.reflect import step_success
+from engine.run import main
+from search.operators import clean_reflection
+from tests.test_full_loop import make_data
+
+GENERIC = Path(__file__).parent / "data" / "scripted_generic.json"
+POLICY = "num_drafts: 2\ndebug_prob: 1.0\n"  # a buggy draft is always debugged
+
+
+def _user_prompt(prompt: str) -> str:
+    return next(m["content"] for m in json.loads(prompt) if m["role"] == "user")
+
+
+def test_reflection_precedes_debug_and_improve(tmp_path: Path) -> None:
+    make_data(tmp_path / "train.csv")
+    shutil.copy(GENERIC, tmp_path / "replies.json")
+    script = json.loads(GENERIC.read_text())
+    reflections = {clean_reflection(t): t for t in script["reflect"]}
+    (tmp_path / "task.yaml").write_text(POLICY)
+    argv = ["--data", str(tmp_path / "train.csv"), "--target", "y", "--llm",
+            f"scripted:{tmp_path / 'replies.json'}", "--max-nodes", "5", "--executors", "1",
+            "--no-baseline", "--reflect", "--out", str(tmp_path / "runs"), "--quiet",
+            "--task", str(tmp_path / "task.yaml")]
+    assert main(argv) == 0
+    (run,) = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
+    rows = pd.read_parquet(run / "nodes")
+    stepped = rows[rows.operator.isin(["debug", "improve"])]
+    assert {"debug", "improve"} <= set(stepped.operator)
+    for row in stepped.itertuples():
+        assert row.reflection in reflections, row.reflection
+        prompt = _user_prompt(row.prompt)
+        assert f"# Your notes on this code\n{row.reflection}\n" in prompt
+        # Two calls, both counted on the node: the scripted LLM counts words as tokens.
+        said = len(reflections[row.reflection].split()) + len(row.reply.split())
+        assert row.completion_tokens == said
+        assert row.prompt_tokens > len(prompt.split())
+    drafts = rows[rows.operator == "draft"]
+    assert (drafts.reflection == "").all()
+    assert (drafts.completion_tokens == drafts.reply.str.split().str.len()).all()
+    assert not any("Your notes" in _user_prompt(p) for p in drafts.prompt)
+
+
+def test_reflect_benchmark_counts_steps_of_both_arms(tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    (tmp_path / "task.yaml").write_text(POLICY)
+    assert bench_main(["--suite", "concrete-strength", "--llm", f"scripted:{GENERIC}",
+                       "--budget", "3m", "--out", str(out), "--max-nodes", "6",
+                       "--executors", "1", "--task", str(tmp_path / "task.yaml")]) == 0
+    results = json.loads((out / "reflect.json").read_text())
+    assert [r["arm"] for r in results] == ["plain", "reflect"]
+    for r in results:
+        rows = pd.read_parquet(Path(r["run_dir"]) / "nodes")
+        assert r["nodes"] == len(rows) == 6
+        debugs = rows[rows.operator == "debug"]
+        assert r["debugs"] == len(debugs) and r["debug_fixed"] == (debugs.status == "ok").sum()
+        assert r["debugs"] >= 1 and r["improves"] >= 1
+        assert (r["reflections"] > 0) == (r["arm"] == "reflect")
+    table = (out / "reflect.md").read_text()
+    assert "| **all** | | **plain** |" in table and "| **all** | | **reflect** |" in table
+
+
+def test_step_success_leaves_out_stopped_steps() -> None:
+    rows = pd.DataFrame([
+        {"node_id": "p", "parent_id": None, "operator": "draft", "status": "ok", "metric": -5.0},
+        {"node_id": "i1", "parent_id": "p", "operator": "improve", "status": "ok", "metric": -4.0},
+        {"node_id": "i2", "parent_id": "p", "operator": "improve", "status": "ok", "metric": -6.0},
+        {"node_id": "i3", "parent_id": "p", "operator": "improve", "status": "buggy",
+         "metric": None},
+        {"node_id": "i4", "parent_id": "p", "operator": "improve", "status": "killed",
+         "metric": None},
+        {"node_id": "d1", "parent_id": "i3", "operator": "debug", "status": "ok", "metric": -7.0},
+        {"node_id": "d2", "parent_id": "i3", "operator": "debug", "status": "lost",
+         "metric": None},
+    ])
+    assert step_success(rows) == {"debugs": 1, "debug_fixed": 1, "improves": 3, "improved": 1}
