@@ -27,10 +27,13 @@ from search.errors import BackendError, StoreError
 from search.journal import Journal
 from search.node import Node, Operator, Status, code_hash
 from search.operators import (
+    INSIGHTS_ASK,
     TaskContext,
     assemble,
     baseline_code,
     build_prompt,
+    encode_insights,
+    parse_insights,
     parse_reply,
     repair_prompt,
     self_reported_metric,
@@ -322,6 +325,9 @@ class SearchLoop:
         self.stats.prompt_tokens += reply.prompt_tokens
         self.stats.completion_tokens += reply.completion_tokens
         self.stats.llm_seconds += reply.seconds
+        if job.proposal.operator is Operator.INSIGHTS:
+            self._on_insights(job, reply)
+            return
         parsed = parse_reply(reply.text, self.ctx)
         job.plan = parsed.plan or job.plan
         if parsed.problem and not job.repaired and job.prompt is not None:
@@ -345,6 +351,22 @@ class SearchLoop:
         job.queued_at = time.time()
         self._running_code[digest] = job.node_id
         self._ready.append(job)
+
+    def _on_insights(self, job: Job, reply: Reply) -> None:
+        """An insights reply is ideas, not code: nothing runs. The node is `ok` with the ideas
+        as its plan (a JSON list) and no metric, or `buggy` when none could be read."""
+        parsed = parse_insights(reply.text)
+        if parsed.problem and not job.repaired and job.prompt is not None:
+            job.repaired = True
+            self.stats.repairs += 1
+            job.prompt = repair_prompt(job.prompt, reply.text, parsed.problem, INSIGHTS_ASK)
+            self._generate(job, self._free_llms.pop())  # the worker freed just now
+            return
+        if parsed.problem:
+            self._finish(job, Status.BUGGY, error=parsed.problem)
+            return
+        job.plan = encode_insights(parsed.insights)
+        self._finish(job, Status.OK)
 
     def _on_executed(self, job: Job, future: asyncio.Future[Any], executor: Any) -> None:
         try:
@@ -399,6 +421,7 @@ class SearchLoop:
             run_id=self.store.run_id,
             policy=self.policy.name,
             plan=job.plan,
+            hint=job.proposal.hint,
             code=job.code,
             code_hash=code_hash(job.code) if job.code else "",
             exit_code=result.exit_code if result else None,

@@ -27,7 +27,8 @@ class Operator(StrEnum):
     IMPROVE = "improve"
     DEBUG = "debug"
     REFLECT = "reflect"
-    SELA = "sela"
+    INSIGHTS = "insights"  # sela: ideas for one stage; the reply is a list, not code
+    SELA = "sela"  # sela: a rollout turning a path of insights into one script
     BASELINE = "baseline"
 
 
@@ -48,6 +49,7 @@ class Node:
     run_id: str = ""
     policy: str = ""
     plan: str = ""
+    hint: str = ""  # what the policy asked for (an idea, a stage, an insight path)
     code: str = ""
     code_hash: str = ""
     exit_code: int | None = None
@@ -90,6 +92,7 @@ class Node:
         kwargs = {k: v for k, v in row.items() if k in names}
         kwargs["operator"] = Operator(kwargs["operator"])
         kwargs["status"] = Status(kwargs["status"])
+        kwargs["hint"] = kwargs.get("hint") or ""  # absent from rows written before it existed
         return cls(**kwargs)
 
 
