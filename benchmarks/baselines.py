@@ -26,10 +26,11 @@ from engine.task import PreparedTask, label_str
 from search.operators import PREPARE_SOURCE
 
 Frames = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
+REG_FLOOR = 1e-8  # the L1/L2 terms' log-scale floor; a value there means none (their default)
 DEFAULT_PARAMS: dict[str, Any] = {
     "n_estimators": 100, "learning_rate": 0.1, "num_leaves": 31, "min_child_samples": 20,
-    "subsample": 1.0, "colsample_bytree": 1.0, "reg_alpha": 1e-8, "reg_lambda": 1e-8,
-}  # LightGBM's defaults, with the L1/L2 terms at the search space's floor (their default is 0)
+    "subsample": 1.0, "colsample_bytree": 1.0, "reg_alpha": REG_FLOOR, "reg_lambda": REG_FLOOR,
+}  # LightGBM's defaults, so the first trial is exactly the `lgbm` baseline
 
 
 @dataclass
@@ -107,9 +108,11 @@ def optuna_lgbm(task: PreparedTask, budget: float, seed: int = 0) -> BaselineRes
             "min_child_samples": trial.suggest_int("min_child_samples", 5, 100, log=True),
             "subsample": trial.suggest_float("subsample", 0.5, 1.0),
             "colsample_bytree": trial.suggest_float("colsample_bytree", 0.5, 1.0),
-            "reg_alpha": trial.suggest_float("reg_alpha", 1e-8, 10.0, log=True),
-            "reg_lambda": trial.suggest_float("reg_lambda", 1e-8, 10.0, log=True),
+            "reg_alpha": trial.suggest_float("reg_alpha", REG_FLOOR, 10.0, log=True),
+            "reg_lambda": trial.suggest_float("reg_lambda", REG_FLOOR, 10.0, log=True),
         }
+        for name in ("reg_alpha", "reg_lambda"):
+            params[name] = 0.0 if params[name] <= REG_FLOOR else params[name]
         model = _fit(task, frames, params, seed)
         valid = score(task, _submission(task, model, frames[1]), "valid")
         curve.append((time.time() - start, valid))
