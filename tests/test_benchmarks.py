@@ -165,7 +165,7 @@ def test_baselines_see_the_harness_features() -> None:
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bench")
     argv = ["--suite", "smoke", "--policies", "greedy,sela", "--baselines", "lgbm,optuna",
-            "--seeds", "1", "--budget", "90s", "--baseline-budget", "2s",
+            "--seeds", "1", "--budget", "90s", "--baseline-budget", "2s", "--split-seed", "7",
             "--llm", f"scripted:{SCRIPT}", "--out", str(out), "--max-nodes", "4"]
     assert run_main(argv) == 0
     return out
@@ -178,8 +178,9 @@ def test_smoke_rows_and_run_directories(smoke: Path) -> None:
         (t, m) for t in ("penguins", "concrete-strength")
         for m in ("greedy", "sela", "lgbm", "optuna"))
     assert (rows.status == "ok").all() and rows.test.notna().all() and rows.valid.notna().all()
-    assert (rows.seed == 0).all() and (rows.split_seed == 0).all()
+    assert (rows.seed == 0).all() and (rows.split_seed == 7).all()
     for task, part in rows.groupby("task"):
+        # Searches ran with --seed 0 --split-seed 7, baselines split with seed 7 themselves.
         assert part.data_hash.nunique() == 1, f"{task}: methods saw different splits"
     searches = rows[rows.kind == "policy"]
     assert (searches.nodes == 4).all() and (searches.prompt_tokens > 0).all()
@@ -216,8 +217,8 @@ def test_smoke_rerun_skips_done_rows_and_measures_finished_runs(smoke: Path) -> 
     dropped = before[(before.method == "sela") & (before.task == "penguins")]
     save_results(path, before.drop(index=dropped.index))
     argv = ["--suite", "smoke", "--policies", "greedy,sela", "--baselines", "lgbm,optuna",
-            "--seeds", "1", "--budget", "90s", "--llm", f"scripted:{SCRIPT}", "--out",
-            str(smoke)]
+            "--seeds", "1", "--budget", "90s", "--split-seed", "7", "--llm", f"scripted:{SCRIPT}",
+            "--out", str(smoke)]
     assert run_main(argv) == 0
     after = pd.read_parquet(path)
     assert sorted(p for p in (smoke / "runs").rglob("manifest.json")) == dirs
@@ -244,6 +245,7 @@ def test_smoke_sela_run_resumes_its_tree(smoke: Path, tmp_path: Path) -> None:
     (run,) = (smoke / "runs" / "penguins" / "sela" / "seed0").iterdir()
     copy = tmp_path / run.name
     shutil.copytree(run, copy)
+    assert engine_main(["--resume", str(copy), "--split-seed", "1"]) == 2  # the split is fixed
     assert engine_main(["--resume", str(copy), "--max-nodes", "11", "--quiet"]) == 0
     rows = pd.DataFrame(RunStore.open(copy).read_rows())
     assert len(rows) == 11 and (rows.policy == "sela").all()
