@@ -334,7 +334,8 @@ def insights_prompt(ctx: TaskContext, proposal: Proposal) -> ChatPrompt:
         f"# Your job\nDo not write code now. Propose {INSIGHTS_ASKED} different, concrete ideas "
         f"for the {proposal.hint} step of a solution to this task"
         + (f" ({about})" if about else "")
-        + ". Each idea is one short sentence that fits the data above.\n"
+        + ". Each idea is one short sentence that fits the data above and can be done with "
+        "pandas, numpy, scikit-learn and lightgbm (nothing else is installed).\n"
         f"Reply with only a JSON list of {INSIGHTS_ASKED} strings, e.g. "
         '["first idea", "second idea"].'
     )
