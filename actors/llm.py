@@ -29,7 +29,8 @@ HANG = "__hang__"  # a scripted reply that makes the backend never return
 
 
 class ScriptedLLM:
-    """Replays replies from a JSON file: `{"draft": [...], "debug": [...], "improve": [...]}`.
+    """Replays replies from a JSON file: `{"draft": [...], "debug": [...], "improve": [...]}`,
+    keyed by operator (the sela policy also asks for `"insights"` and `"sela"`).
 
     Each operator's list is consumed in order and the last reply repeats once it runs out.
     Optional `"delay": seconds` simulates generation time. Used by tests and benchmarks.

@@ -48,7 +48,7 @@ def simulate_spread(policy_name: str, proposals: int = 100, in_flight: int = 8, 
         failed = rng.random() < buggy_rate
         metric = rng.random()
         node = Node(
-            node_id=f"n{step}", parent_id=done.parent_id, operator=done.operator,
+            node_id=f"n{step}", parent_id=done.parent_id, operator=done.operator, hint=done.hint,
             status=Status.BUGGY if failed else Status.OK, step=step,
             code=f"print({step})\n", code_hash=f"h{step}", metric=None if failed else metric,
         )

@@ -66,6 +66,9 @@ class RunConfig:
     address: str | None = None  # Ray cluster to join ("auto"); None starts a local one
     policy: str = "greedy"
     seed: int = 0
+    # Seed of the train/valid/test split alone; None: `seed`. Benchmarks fix it per task and vary
+    # `seed`, so repeated searches differ in the search, not in the data.
+    split_seed: int | None = None
     out: Path = Path("runs")
     exec_timeout: float = 300.0
     # Seconds one generation may take before it counts as hung: the node is lost and the LLM

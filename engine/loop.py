@@ -30,16 +30,19 @@ from search.journal import Journal
 from search.measure import Measurements, split_measurements
 from search.node import Node, Operator, Status, code_hash
 from search.operators import (
+    INSIGHTS_ASK,
     TaskContext,
     analysis_findings,
     assemble,
     baseline_code,
     build_prompt,
     clean_reflection,
+    encode_insights,
     ensemble_code,
     ensemble_vote,
     next_analysis,
     parse_analysis,
+    parse_insights,
     parse_reply,
     reflect_prompt,
     repair_prompt,
@@ -395,6 +398,9 @@ class SearchLoop:
             self._generate(job, self._free_llms.pop())  # the worker freed just now
             return
         job.reply = reply.text
+        if job.proposal.operator is Operator.INSIGHTS:
+            self._on_insights(job, reply)
+            return
         if job.proposal.operator is Operator.ANALYZE:
             parsed = parse_analysis(reply.text)
         else:
@@ -421,6 +427,22 @@ class SearchLoop:
         job.queued_at = time.time()
         self._running_code[digest] = job.node_id
         self._ready.append(job)
+
+    def _on_insights(self, job: Job, reply: Reply) -> None:
+        """An insights reply is ideas, not code: nothing runs. The node is `ok` with the ideas
+        as its plan (a JSON list) and no metric, or `buggy` when none could be read."""
+        parsed = parse_insights(reply.text)
+        if parsed.problem and not job.repaired and job.prompt is not None:
+            job.repaired = True
+            self.stats.repairs += 1
+            job.prompt = repair_prompt(job.prompt, reply.text, parsed.problem, INSIGHTS_ASK)
+            self._generate(job, self._free_llms.pop())  # the worker freed just now
+            return
+        if parsed.problem:
+            self._finish(job, Status.BUGGY, error=parsed.problem)
+            return
+        job.plan = encode_insights(parsed.insights)
+        self._finish(job, Status.OK)
 
     def _on_executed(self, job: Job, future: asyncio.Future[Any], executor: Any) -> None:
         try:
@@ -485,6 +507,7 @@ class SearchLoop:
             run_id=self.store.run_id,
             policy=self.policy.name,
             plan=job.plan,
+            hint=job.proposal.hint,
             code=job.code,
             code_hash=code_hash(job.code) if job.code else "",
             exit_code=result.exit_code if result else None,

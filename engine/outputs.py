@@ -150,7 +150,8 @@ def _tree_data(run: _Run) -> dict[str, Any]:
             "id": row["node_id"], "parent": row["parent_id"], "step": row["step"],
             "depth": row["depth"], "operator": row["operator"], "status": row["status"],
             "metric": _number(row["metric"]), "metric_raw": _number(row["metric_raw"]),
-            "plan": row["plan"] or "", "code": _clip(row["code"], HTML_CODE_CHARS),
+            "plan": row["plan"] or "", "hint": row.get("hint") or "",
+            "code": _clip(row["code"], HTML_CODE_CHARS),
             "error": row["error"] or "",
             "stderr": _clip(row["stderr_tail"], HTML_TAIL_CHARS) if failed else "",
             "llm_seconds": row["llm_seconds"] or 0.0, "exec_seconds": row["exec_seconds"] or 0.0,
@@ -461,6 +462,10 @@ _JS = r"""
     if (n.reflection) {
       panel.appendChild(el("h3", {}, "Reflection (before this step)"));
       panel.appendChild(el("p", {id: "node-reflection"}, n.reflection));
+    }
+    if (n.hint) {
+      panel.appendChild(el("h3", {}, "Asked for"));
+      panel.appendChild(el("p", {id: "node-hint"}, n.hint));
     }
     if (n.error) {
       panel.appendChild(el("h3", {}, "Error"));

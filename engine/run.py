@@ -81,8 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--llm-replicas", type=int, help="LLM actors (model copies; default 1)")
     p.add_argument("--llm-concurrency", type=int,
                    help="requests each LLM actor serves at once (default 1)")
-    p.add_argument("--policy", help="search policy: greedy or mcts (default greedy)")
+    p.add_argument("--policy", help="search policy: greedy, mcts or sela (default greedy)")
     p.add_argument("--seed", type=int, help="seed for splits, policy and sampling (default 0)")
+    p.add_argument("--split-seed", type=int,
+                   help="seed for the train/valid/test split alone (default: --seed)")
     p.add_argument("--out", type=Path, help="folder for run directories (default runs/)")
     p.add_argument("--exec-timeout", type=float,
                    help="seconds one candidate script may run (default 300)")
@@ -111,6 +113,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "max_nodes": args.max_nodes, "max_tokens": args.max_tokens,
         "executors": args.executors, "llm": args.llm, "llm_replicas": args.llm_replicas,
         "llm_concurrency": args.llm_concurrency, "policy": args.policy, "seed": args.seed,
+        "split_seed": args.split_seed,
         "out": args.out, "exec_timeout": args.exec_timeout, "quiet": args.quiet,
         "address": args.address, "baseline": args.baseline, "ensemble": args.ensemble,
         "select": args.select, "analyst": args.analyst, "reflect": args.reflect,
@@ -272,7 +275,8 @@ def new_run(config: RunConfig, console: Console) -> Path:
             "Constraints: " + "; ".join(constraints.describe()) + ".")
     spec = TaskSpec(config.data, config.target, config.test, config.metric, text,
                     task_type=config.task_type)
-    task = prepare_task(spec, seed=config.seed)
+    split_seed = config.seed if config.split_seed is None else config.split_seed
+    task = prepare_task(spec, seed=split_seed)
     from engine.verify import request_warnings
 
     warnings = request_warnings(task)
@@ -311,7 +315,7 @@ def resume_run(run_dir: Path, args: argparse.Namespace, console: Console) -> Pat
     except StoreError as exc:  # a wrong or altered directory is the user's input to fix
         raise UserError(f"cannot resume {run_dir}: {exc}") from exc
     flags = {k: v for k, v in _overrides(args).items() if v is not None}
-    fixed = sorted(set(flags) & {"data", "target", "test", "metric", "seed", "out"})
+    fixed = sorted(set(flags) & {"data", "target", "test", "metric", "seed", "split_seed", "out"})
     if fixed:
         raise UserError(f"--resume keeps the run's task; drop {', '.join('--' + f for f in fixed)}")
     saved = RunConfig.from_json(manifest["config"])

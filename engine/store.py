@@ -32,8 +32,8 @@ _STR = pa.string()
 SCHEMA = pa.schema(
     [
         ("run_id", _STR), ("node_id", _STR), ("parent_id", _STR), ("depth", _INT),
-        ("step", _INT), ("operator", _STR), ("policy", _STR), ("plan", _STR), ("code", _STR),
-        ("code_hash", _STR), ("status", _STR), ("exit_code", _INT), ("error", _STR),
+        ("step", _INT), ("operator", _STR), ("policy", _STR), ("plan", _STR), ("hint", _STR),
+        ("code", _STR), ("code_hash", _STR), ("status", _STR), ("exit_code", _INT), ("error", _STR),
         ("stdout_tail", _STR), ("stderr_tail", _STR), ("metric", _FLOAT),
         ("metric_raw", _FLOAT), ("test_metric_raw", _FLOAT), ("self_reported", _FLOAT),
         ("exec_seconds", _FLOAT), ("llm_seconds", _FLOAT), ("queue_seconds", _FLOAT),

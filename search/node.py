@@ -27,7 +27,8 @@ class Operator(StrEnum):
     IMPROVE = "improve"
     DEBUG = "debug"
     REFLECT = "reflect"  # the tag of a reflection call; its text lands in the next node
-    SELA = "sela"
+    INSIGHTS = "insights"  # sela: ideas for one stage; the reply is a list, not code
+    SELA = "sela"  # sela: a rollout turning a path of insights into one script
     BASELINE = "baseline"
     ENSEMBLE = "ensemble"
     ANALYZE = "analyze"  # a data-exploration script run before drafting; never a candidate
@@ -50,6 +51,7 @@ class Node:
     run_id: str = ""
     policy: str = ""
     plan: str = ""
+    hint: str = ""  # what the policy asked for (an idea, a stage, an insight path)
     code: str = ""
     code_hash: str = ""
     exit_code: int | None = None
@@ -114,6 +116,7 @@ class Node:
                   if k in names and not (v is None and k in _TEXT_FIELDS)}
         kwargs["operator"] = Operator(kwargs["operator"])
         kwargs["status"] = Status(kwargs["status"])
+        kwargs["hint"] = kwargs.get("hint") or ""  # absent from rows written before it existed
         return cls(**kwargs)
 
 

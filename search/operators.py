@@ -14,6 +14,7 @@ reply that is a whole script writing the submission itself is accepted as it is.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from dataclasses import dataclass
 
@@ -65,6 +66,20 @@ API_HINTS = (
 )
 
 
+# SELA's stages (Chi et al. 2024), in the order a script runs them: the levels of its tree. Each
+# has what an idea for it is about, for the insights prompt.
+STAGES: tuple[tuple[str, str], ...] = (
+    ("data preprocessing", "missing values, outliers, encoding of text columns, scaling"),
+    ("feature engineering", "new features from the columns: ratios, products, aggregates, "
+                            "binning, transforms"),
+    ("model training", "the model family, its main hyperparameters, ensembling"),
+)
+STAGE_NAMES: tuple[str, ...] = tuple(name for name, _ in STAGES)
+INSIGHTS_ASKED = 5  # SELA expands 5 children per node: one idea per child
+MAX_INSIGHTS = 10
+_INSIGHT_CHARS = 240
+
+
 @dataclass(frozen=True, slots=True)
 class TaskContext:
     """What the operators know about a task; built once per run by the engine."""
@@ -100,7 +115,11 @@ X_valid = pd.read_csv("input/valid.csv")  # no target: predict every row
 X_test = pd.read_csv("input/test.csv")  # no target: predict every row
 
 
-def prepare(X, X_valid, X_test, max_levels=20):
+'''
+
+# The harness's feature preparation; the non-LLM benchmark baselines exec it in-process, so they
+# see exactly the features every candidate gets from `prepare()`.
+PREPARE_SOURCE = '''def prepare(X, X_valid, X_test, max_levels=20):
     """One-hot encode text columns and fill missing values the same way for all three
     frames; returns three numeric DataFrames with identical columns."""
     frames = pd.concat([X, X_valid, X_test], keys=["train", "valid", "test"])
@@ -123,7 +142,7 @@ def prepare(X, X_valid, X_test, max_levels=20):
 
 
 def harness_head(ctx: TaskContext) -> str:
-    return _HEAD.replace("__TARGET__", repr(ctx.target))
+    return (_HEAD + PREPARE_SOURCE).replace("__TARGET__", repr(ctx.target))
 
 
 def harness_tail(ctx: TaskContext) -> str:
@@ -416,18 +435,70 @@ def clean_reflection(text: str) -> str:
     return _one_line(_FENCED.sub(" ", text), 600)
 
 
-def repair_prompt(prompt: ChatPrompt, reply: str, problem: str) -> ChatPrompt:
-    """Re-ask once when a reply has no usable code, before it costs an execution."""
-    what = ("the script" if prompt.tag == Operator.ANALYZE.value
-            else "the model code (imports and fit_predict)")
+CODE_ASK = "Reply again with the model code (imports and fit_predict) in one ```python code block."
+SCRIPT_ASK = "Reply again with the script in one ```python code block."
+INSIGHTS_ASK = f"Reply again with only a JSON list of {INSIGHTS_ASKED} short strings."
+
+
+def repair_prompt(prompt: ChatPrompt, reply: str, problem: str,
+                  ask: str | None = None) -> ChatPrompt:
+    """Re-ask once when a reply has no usable code (or ideas), before it costs an execution."""
+    if ask is None:
+        ask = SCRIPT_ASK if prompt.tag == Operator.ANALYZE.value else CODE_ASK
     messages = [
         *prompt.messages,
         {"role": "assistant", "content": reply},
-        {"role": "user", "content": f"{problem} Reply again with {what} in one ```python "
-                                    "code block."},
+        {"role": "user", "content": f"{problem} {ask}"},
     ]
     return ChatPrompt(messages, prompt.max_tokens, prompt.temperature, prompt.seed + 1,
                       prompt.tag, prompt.stop)
+
+
+def insights_prompt(ctx: TaskContext, proposal: Proposal) -> ChatPrompt:
+    """SELA's insight proposer, one stage per request (`proposal.hint` names the stage): short
+    replies a small model gets right, and the three stages are asked for in parallel."""
+    about = dict(STAGES).get(proposal.hint, "")
+    tail = (
+        f"# Your job\nDo not write code now. Propose {INSIGHTS_ASKED} different, concrete ideas "
+        f"for the {proposal.hint} step of a solution to this task"
+        + (f" ({about})" if about else "")
+        + ". Each idea is one short sentence that fits the data above and can be done with "
+        "pandas, numpy, scikit-learn and lightgbm (nothing else is installed).\n"
+        f"Reply with only a JSON list of {INSIGHTS_ASKED} strings, e.g. "
+        '["first idea", "second idea"].'
+    )
+    return _prompt(ctx, tail, proposal, 300)
+
+
+def encode_path(path: tuple[int, ...], insights: tuple[str, ...]) -> str:
+    """A SELA rollout's hint: the insight chosen at each stage, by index and by text."""
+    return json.dumps({"path": list(path), "insights": list(insights)}, ensure_ascii=False)
+
+
+def decode_path(hint: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The (path, insights) of a rollout's hint; a hint that is not one is the empty path."""
+    try:
+        data = json.loads(hint, strict=False)
+        path = tuple(int(i) for i in data["path"])
+        insights = tuple(str(t) for t in data["insights"])
+    except (ValueError, TypeError, KeyError):
+        return (), ()
+    return (path, insights) if len(path) == len(insights) else ((), ())
+
+
+def sela_prompt(ctx: TaskContext, proposal: Proposal) -> ChatPrompt:
+    """A SELA rollout: one script that follows the insight chosen at each stage of the path;
+    stages past the path's end are left to the model, as SELA leaves them to its default plan."""
+    _, insights = decode_path(proposal.hint)
+    steps = "".join(
+        f"- {name}: {insights[i] if i < len(insights) else 'your choice; keep it simple'}\n"
+        for i, name in enumerate(STAGE_NAMES)
+    )
+    tail = (
+        "# Your job\nWrite the model code (imports and fit_predict) that follows this plan:\n"
+        f"{steps}Keep it simple and correct."
+    )
+    return _prompt(ctx, tail, proposal, ctx.max_tokens)
 
 
 def build_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal,
@@ -443,6 +514,10 @@ def build_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal,
         return debug_prompt(ctx, proposal, journal, last_resort=last, reflection=reflection)
     if proposal.operator is Operator.ANALYZE:
         return analysis_prompt(ctx, proposal, journal)
+    if proposal.operator is Operator.INSIGHTS:
+        return insights_prompt(ctx, proposal)
+    if proposal.operator is Operator.SELA:
+        return sela_prompt(ctx, proposal)
     raise ValueError(f"no prompt for operator {proposal.operator}")
 
 
@@ -601,6 +676,84 @@ def parse_reply(text: str, ctx: TaskContext) -> Parsed:
     if "submission/" in code:
         return Parsed(plan, code, "")
     return Parsed(plan, "", "Your code does not define fit_predict(X, y, X_valid, X_test).")
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedInsights:
+    insights: tuple[str, ...]
+    problem: str  # empty when at least one idea was found
+
+
+_BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+(.+?)\s*$", re.MULTILINE)
+_TEXT_KEYS = ("insight", "idea", "analysis", "text", "description")
+
+
+def parse_insights(text: str) -> ParsedInsights:
+    """The ideas of an insights reply: a JSON list (in a fence or bare; of strings, or of
+    objects holding one), a JSON object holding such a list, or else bulleted lines.
+    Whitespace is flattened, repeats dropped, at most MAX_INSIGHTS kept in reply order."""
+    found: list[str] = []
+    for candidate in _json_candidates(text):
+        try:
+            data = json.loads(candidate, strict=False)
+        except ValueError:
+            continue
+        found = _insight_items(data)
+        if found:
+            break
+    if not found:
+        found = _BULLET.findall(text)
+    kept: list[str] = []
+    seen: set[str] = set()
+    for item in found:
+        idea = _one_line(str(item).strip().strip("\"'"), _INSIGHT_CHARS)
+        if idea and idea.lower() not in seen:
+            seen.add(idea.lower())
+            kept.append(idea)
+    if not kept:
+        return ParsedInsights((), "Your reply contained no list of ideas.")
+    return ParsedInsights(tuple(kept[:MAX_INSIGHTS]), "")
+
+
+def encode_insights(insights: tuple[str, ...]) -> str:
+    """How an insights node keeps its ideas: its `plan` is this JSON list."""
+    return json.dumps(list(insights), ensure_ascii=False)
+
+
+def decode_insights(plan: str) -> tuple[str, ...]:
+    """The ideas an insights node holds; none when its plan is not a JSON list of strings."""
+    try:
+        data = json.loads(plan, strict=False)
+    except ValueError:
+        return ()
+    if not isinstance(data, list):
+        return ()
+    return tuple(str(item) for item in data if isinstance(item, str) and item.strip())
+
+
+def _json_candidates(text: str) -> list[str]:
+    fenced = re.findall(r"```[a-zA-Z]*[ \t]*\n(.*?)```", text, re.DOTALL)
+    spans = [text[a:b + 1] for a, b in ((text.find("["), text.rfind("]")),
+                                        (text.find("{"), text.rfind("}"))) if 0 <= a < b]
+    return [*fenced, *spans, text]
+
+
+def _insight_items(data: object) -> list[str]:
+    if isinstance(data, dict):
+        lists = [v for v in data.values() if isinstance(v, list)]
+        return _insight_items(lists[0]) if lists else []
+    if not isinstance(data, list):
+        return []
+    items = []
+    for item in data:
+        if isinstance(item, str):
+            items.append(item)
+        elif isinstance(item, dict):
+            texts = [item[k] for k in _TEXT_KEYS if isinstance(item.get(k), str)]
+            texts = texts or [v for v in item.values() if isinstance(v, str)]
+            if texts:
+                items.append(texts[0])
+    return items
 
 
 def api_hints(error_text: str) -> list[str]:

@@ -66,4 +66,4 @@ def make_policy(name: str, seed: int, **options: object) -> Policy:
 
 def _load_builtin() -> None:
     # Importing registers them; deferred so search.policy has no import cycle.
-    from search import greedy, mcts  # noqa: F401
+    from search import greedy, mcts, sela  # noqa: F401

@@ -19,7 +19,7 @@ from engine.run import main as run_main
 from search.operators import SYSTEM
 from tests.test_full_loop import make_data
 
-GENERIC = Path(__file__).parent / "data" / "scripted_generic.json"
+GENERIC = Path(__file__).parent / "data" / "scripted_reflect.json"
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from engine.run import main
 from search.operators import clean_reflection
 from tests.test_full_loop import make_data
 
-GENERIC = Path(__file__).parent / "data" / "scripted_generic.json"
+GENERIC = Path(__file__).parent / "data" / "scripted_reflect.json"
 POLICY = "num_drafts: 2\ndebug_prob: 1.0\n"  # a buggy draft is always debugged
 
 

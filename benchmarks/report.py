@@ -1,0 +1,398 @@
+"""Benchmark report: tables in Markdown plus PNG figures, from the runner's results Parquet.
+
+    python -m benchmarks.report runs/bench/results.parquet -o benchmarks/report.md
+
+Per task and method: the test score's mean ± sd over seeds; SELA's normalised score (NS: F1 or
+weighted F1 as it is, 1/(1+RMSE) for RMSE); because NS is nearly flat for targets on a large
+scale, also the test score relative to LightGBM with default settings on the same split; the
+average rank of each method (ranked per task on the mean test score, ties averaged);
+wins / ties / losses of every method against sela; and best-valid-score-over-time curves read
+from the runs' node Parquet (or the baselines' result.json). Only rows with status ok count;
+failed ones are listed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from engine.store import RunStore
+from search.errors import EngineError, UserError, exit_code
+from search.metric import METRICS, normalised_score
+
+REFERENCE = "sela"  # the method every other one is counted against (wins / ties / losses)
+LGBM = "lgbm"
+
+
+# ---- arithmetic (pure, tested on hand-made numbers) ------------------------------------------
+
+
+TIE_DIGITS = 9  # scores equal to this many significant digits are a tie
+
+
+def _rounded(value: float) -> float:
+    return float(f"{value:.{TIE_DIGITS}g}")
+
+
+def same(a: float, b: float) -> bool:
+    """Equal up to float noise: a tie."""
+    return _rounded(a) == _rounded(b)
+
+
+def relative_to(score: float, reference: float, maximize: bool) -> float | None:
+    """How much better than `reference` a score is, as a fraction of it (+0.05 = 5 % better:
+    higher for a maximised metric, lower for a minimised one); None for a zero reference."""
+    if reference == 0:
+        return None
+    gain = score - reference if maximize else reference - score
+    return gain / abs(reference)
+
+
+Table = dict[str, dict[str, float]]  # task -> method -> value; a method without one is absent
+
+
+def average_ranks(means: Table, maximize: dict[str, bool]) -> dict[str, tuple[float, int]]:
+    """Rank the methods within each task on their mean test score (1 = best; methods that tie
+    share the average of the ranks they span); per method, the mean rank over the tasks it has
+    a score on, and that number of tasks."""
+    ranks: dict[str, list[float]] = {}
+    for task, scores in means.items():
+        order = sorted(scores, key=lambda m: _rounded(scores[m]), reverse=maximize[task])
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and same(scores[order[j + 1]], scores[order[i]]):
+                j += 1
+            for method in order[i:j + 1]:
+                ranks.setdefault(method, []).append((i + j) / 2 + 1)
+            i = j + 1
+    return {m: (sum(r) / len(r), len(r)) for m, r in ranks.items()}
+
+
+def wins_ties_losses(means: Table, maximize: dict[str, bool],
+                     reference: str = REFERENCE) -> dict[str, tuple[int, int, int]]:
+    """Per method: on how many tasks its mean test score beats, ties or trails `reference`'s
+    (only tasks where both have one)."""
+    out: dict[str, list[int]] = {}
+    for task, scores in means.items():
+        if reference not in scores:
+            continue
+        ref = scores[reference]
+        for method, score in scores.items():
+            if method == reference:
+                continue
+            counts = out.setdefault(method, [0, 0, 0])
+            if same(score, ref):
+                counts[1] += 1
+            elif (score > ref) == maximize[task]:
+                counts[0] += 1
+            else:
+                counts[2] += 1
+    return {m: (c[0], c[1], c[2]) for m, c in out.items()}
+
+
+def best_so_far(points: list[tuple[float, float]], maximize: bool) -> list[tuple[float, float]]:
+    """(seconds, best valid score up to then), from (seconds, valid score) in any order."""
+    out: list[tuple[float, float]] = []
+    for t, value in sorted(points):
+        if not out or (value > out[-1][1] if maximize else value < out[-1][1]):
+            out.append((t, value))
+        else:
+            out.append((t, out[-1][1]))
+    return out
+
+
+# ---- tables ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Results:
+    """The finished runs, grouped: test scores per (task, method), in the order they appear."""
+
+    tasks: list[str]
+    methods: list[str]  # policies first, then baselines
+    metric: dict[str, str]
+    maximize: dict[str, bool]
+    tests: dict[tuple[str, str], list[float]]
+    budget: float
+
+    @classmethod
+    def of(cls, rows: pd.DataFrame) -> Results:
+        tasks: list[str] = []
+        policies: list[str] = []
+        baselines: list[str] = []
+        metric: dict[str, str] = {}
+        tests: dict[tuple[str, str], list[float]] = {}
+        budget = 0.0
+        for row in rows.to_dict("records"):
+            task, method = str(row["task"]), str(row["method"])
+            if task not in tasks:
+                tasks.append(task)
+            kind = policies if row["kind"] == "policy" else baselines
+            if method not in kind:
+                kind.append(method)
+            metric[task] = str(row["metric"])
+            tests.setdefault((task, method), []).append(float(row["test"]))
+            if row["kind"] == "policy":
+                budget = max(budget, float(row["budget"]))
+        maximize = {t: METRICS[m].maximize if m in METRICS else True for t, m in metric.items()}
+        return cls(tasks, policies + baselines, metric, maximize, tests, budget)
+
+    def table(self, how: Callable[[list[float]], float]) -> Table:
+        out: Table = {}
+        for task in self.tasks:
+            out[task] = {m: how(self.tests[(task, m)]) for m in self.methods
+                         if (task, m) in self.tests}
+        return out
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def sd(values: list[float]) -> float:
+    """Sample standard deviation; 0 for a single value."""
+    if len(values) < 2:
+        return 0.0
+    centre = mean(values)
+    return math.sqrt(sum((v - centre) ** 2 for v in values) / (len(values) - 1))
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.{digits}g}"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:+.1f} %"
+
+
+def _table(header: list[str], body: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(row) + " |" for row in body)]
+
+
+def relative_table(res: Results, means: Table) -> dict[str, dict[str, float | None]]:
+    return {t: {m: relative_to(v, means[t][LGBM], res.maximize[t]) for m, v in means[t].items()}
+            for t in res.tasks if LGBM in means[t]}
+
+
+def render(rows: pd.DataFrame, failed: pd.DataFrame, figures: dict[str, str],
+           source: str) -> str:
+    res = Results.of(rows)
+    methods, tasks = res.methods, res.tasks
+    means, sds = res.table(mean), res.table(sd)
+    counts = res.table(lambda v: float(len(v)))
+    ns = {t: {m: mean([normalised_score(v, res.maximize[t]) for v in res.tests[(t, m)]])
+              for m in means[t]} for t in tasks}
+    seeds = sorted({int(s) for s in rows.seed})
+    lines = [
+        "# Benchmark report", "",
+        f"From `{source}`: {len(tasks)} tasks, methods {', '.join(methods)}, seeds "
+        f"{', '.join(map(str, seeds))}; search budget {res.budget:g} s per run. Test scores are "
+        "read after each run; no method saw them. Every method of a task saw the same split.", "",
+        "## Test score per task (mean ± sd over seeds)", "",
+    ]
+    body = []
+    for task in tasks:
+        arrow = "higher" if res.maximize[task] else "lower"
+        cells = [f"{means[task][m]:.4g} ± {sds[task][m]:.2g} ({int(counts[task][m])})"
+                 if m in means[task] else "n/a" for m in methods]
+        body.append([task, f"{res.metric[task]} ({arrow} is better)", *cells])
+    lines += _table(["task", "metric", *methods], body)
+    lines += ["", "(n) = seeds with a result.", "",
+              "## SELA normalised score (NS, test)", "",
+              "NS = F1 / weighted F1 as it is, 1/(1+RMSE) for RMSE; the mean over seeds of each "
+              "run's NS. Higher is better.", ""]
+    body = [[t, *(_fmt(ns[t].get(m)) for m in methods)] for t in tasks]
+    body.append(["**mean**", *(_fmt(_mean_of([ns[t][m] for t in tasks if m in ns[t]]))
+                               for m in methods)])
+    lines += _table(["task", *methods], body)
+    lines += ["", "## Test score relative to LightGBM with default settings", ""]
+    rel = relative_table(res, means)
+    if rel:
+        lines += ["Mean test score against the `lgbm` baseline's on the same split: +5 % = 5 % "
+                  "better (higher F1, lower RMSE).", ""]
+        body = [[t, *(_pct(rel[t].get(m)) for m in methods)] for t in rel]
+        body.append(["**mean**", *(_pct(_mean_of([v for r in rel.values()
+                                                  if (v := r.get(m)) is not None]))
+                                   for m in methods)])
+        lines += _table(["task", *methods], body)
+    else:
+        lines.append("No `lgbm` baseline in these results: run with `--baselines lgbm`.")
+    ranks = average_ranks(means, res.maximize)
+    lines += ["", "## Average rank", "",
+              "Per task the methods are ranked on their mean test score (1 = best, ties share "
+              "the average rank); the mean over tasks.", ""]
+    lines += _table(["method", "average rank", "tasks"],
+                    [[m, f"{ranks[m][0]:.2f}", str(ranks[m][1])]
+                     for m in sorted(methods, key=lambda m: ranks[m][0])])
+    lines += ["", f"## Wins / ties / losses against {REFERENCE}", ""]
+    if REFERENCE in methods:
+        wtl = wins_ties_losses(means, res.maximize)
+        lines += [f"Tasks on which a method's mean test score beats, ties or trails {REFERENCE}'s.",
+                  ""]
+        lines += _table(["method", "wins", "ties", "losses"],
+                        [[m, *map(str, wtl[m])] for m in methods if m in wtl])
+    else:
+        lines.append(f"No `{REFERENCE}` runs in these results: run with `--policies ...,sela`.")
+    lines += ["", "## Figures", ""]
+    lines += [f"![{title}]({name})" for title, name in figures.items()]
+    lines += ["", "## Runs", ""]
+    body = [[str(r["task"]), str(r["method"]), str(r["seed"]), _fmt(float(r["valid"])),
+             _fmt(float(r["test"])), f"{int(r['nodes'])} ({int(r['ok_nodes'])})",
+             str(int(r["prompt_tokens"]) + int(r["completion_tokens"])),
+             f"{float(r['seconds']):.0f}", str(r["best_operator"]), f"`{r['run_dir']}`"]
+            for r in rows.sort_values(["task", "method", "seed"]).to_dict("records")]
+    lines += _table(["task", "method", "seed", "valid", "test", "nodes (ok)", "tokens", "seconds",
+                     "best by", "run"], body)
+    if len(failed):
+        lines += ["", "## Failed runs", ""]
+        lines += _table(["task", "method", "seed", "error"],
+                        [[str(r["task"]), str(r["method"]), str(r["seed"]),
+                          str(r["error"]).replace("|", "/")[:200]]
+                         for r in failed.to_dict("records")])
+    return "\n".join(lines) + "\n"
+
+
+def _mean_of(values: list[float]) -> float | None:
+    return mean(values) if values else None
+
+
+# ---- figures ---------------------------------------------------------------------------------
+
+
+def curve(row: dict[Any, Any]) -> list[tuple[float, float]]:
+    """(seconds since the run started, valid score) of each scored node or fit of one run."""
+    run = Path(str(row["run_dir"]))
+    if row["kind"] == "baseline":
+        try:
+            data = json.loads((run / "result.json").read_text())
+        except (OSError, ValueError):
+            return []
+        return [(float(t), float(v)) for t, v in data.get("curve", [])]
+    try:
+        nodes = RunStore.open(run).read_rows()
+    except EngineError:
+        return []  # a run directory on another machine of the cluster
+    started = float(row["started_at"])
+    return [(float(r["finished_at"]) - started, float(r["metric_raw"])) for r in nodes
+            if r["metric_raw"] is not None]
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_curves(rows: pd.DataFrame, res: Results, path: Path) -> None:
+    plt = _pyplot()
+    colours = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(res.methods)}
+    cols = min(3, len(res.tasks))
+    nrows = math.ceil(len(res.tasks) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.6 * nrows), squeeze=False)
+    for ax, task in zip(axes.flat, res.tasks, strict=False):
+        for row in rows[rows.task == task].to_dict("records"):
+            points = best_so_far(curve(row), res.maximize[task])
+            if points:
+                # Held flat to the end of the run, so a run's last improvement stays visible.
+                points.append((max(points[-1][0], float(row["seconds"])), points[-1][1]))
+                ts, vs = zip(*points, strict=True)
+                method = str(row["method"])
+                ax.step(ts, vs, where="post", color=colours[method], alpha=0.8,
+                        marker=".", markersize=4, label=method)
+        ax.set_title(task)
+        ax.set_xlabel("seconds")
+        ax.set_ylabel(f"best valid {res.metric[task]}")
+        ax.ticklabel_format(axis="y", useOffset=False)
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles, strict=True))
+        ax.legend(unique.values(), unique.keys(), fontsize=7)
+    for ax in list(axes.flat)[len(res.tasks):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def plot_relative(res: Results, path: Path) -> bool:
+    """Bars: each method's mean test score relative to lgbm's, per task; False without lgbm."""
+    rel = relative_table(res, res.table(mean))
+    if not rel:
+        return False
+    plt = _pyplot()
+    tasks = list(rel)
+    methods = [m for m in res.methods if m != LGBM]
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(tasks) * max(1, len(methods))), 3.6))
+    width = 0.8 / max(1, len(methods))
+    shown: list[float] = []
+    for i, m in enumerate(methods):
+        values = [100 * (rel[t].get(m) or 0.0) for t in tasks]
+        ax.bar([j + i * width for j in range(len(tasks))], values, width, label=m)
+        shown += values
+    ax.axhline(0, color="black", linewidth=0.8)
+    if max((abs(v) for v in shown), default=0.0) < 1.0:
+        ax.set_ylim(-1.0, 1.0)  # differences below 1 % are not worth an axis of their own
+    ax.set_xticks([j + width * (len(methods) - 1) / 2 for j in range(len(tasks))])
+    ax.set_xticklabels(tasks, rotation=20, fontsize=8)
+    ax.set_ylabel("% better than LightGBM default (test)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True
+
+
+def write_report(results: Path, out: Path) -> Path:
+    frame = pd.read_parquet(results)
+    rows = frame[(frame.status == "ok") & frame.test.notna()].copy()
+    failed = frame[frame.status != "ok"]
+    if rows.empty:
+        raise UserError(f"{results} has no finished runs to report")
+    res = Results.of(rows)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figures = {}
+    curves = out.with_name(f"{out.stem}-curves.png")
+    plot_curves(rows, res, curves)
+    figures["best valid score over time"] = curves.name
+    relative = out.with_name(f"{out.stem}-relative.png")
+    if plot_relative(res, relative):
+        figures["test score relative to LightGBM default"] = relative.name
+    out.write_text(render(rows, failed, figures, str(results)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.report",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", type=Path, help="results.parquet written by benchmarks.run")
+    parser.add_argument("-o", "--out", type=Path, default=Path("benchmarks/report.md"),
+                        help="the Markdown report; PNGs go beside it (default benchmarks/"
+                             "report.md)")
+    args = parser.parse_args(argv)
+    if not args.results.is_file():
+        print(f"error: {args.results} not found; run python -m benchmarks.run first",
+              file=sys.stderr)
+        return 2
+    try:
+        path = write_report(args.results, args.out)
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exit_code(exc)
+    print(path.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,373 @@
+"""Benchmark suite runner: every (task, method, seed) once, one Parquet row each.
+
+    python -m benchmarks.run --suite lite --policies greedy,mcts,sela --baselines lgbm,optuna \\
+        --seeds 3 --budget 10m [--llm SPEC] [--address auto] [--out DIR] [ENGINE FLAGS...]
+
+A policy is one `engine.run` search with `--policy NAME --seed S`; a baseline is fitted here
+(`benchmarks.baselines`). Seeds: the split is fixed per task (`--split-seed`, default 0, the
+engine's `--split-seed`) and the seed varies the search only (policy, LLM sampling, LightGBM and
+Optuna seeds), as SELA keeps its splits fixed; so every method and seed sees byte-identical data
+(`data_hash` in each row). Baselines get the same wall-clock budget (`--baseline-budget` to
+change it). Unknown flags go to every engine run (e.g. `--max-nodes 20`).
+
+Rows go to OUT/results.parquet (rewritten whole after each job, by rename), run directories stay
+under OUT/runs/<task>/<method>/seed<S>/. Rerunning the same command skips rows already there with
+status ok, and measures a finished run directory instead of searching again. With `--address`
+the jobs run as Ray tasks on that cluster, `--parallel` at a time (engine runs as subprocesses
+joining the cluster; OUT must be on storage every node can write for their directories to
+gather in one place — the rows come back either way). Locally they run one after another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchmarks.baselines import BASELINES
+from benchmarks.datasets import Dataset, suite
+from engine.config import parse_budget
+from engine.store import RunStore
+from engine.task import TaskSpec, prepare_task
+from search.errors import EngineError, UserError, exit_code
+from search.policy import available
+
+RESULTS = "results.parquet"
+COLUMNS = (
+    "task", "task_type", "metric", "method", "kind", "seed", "split_seed", "status", "error",
+    "valid", "test", "nodes", "ok_nodes", "prompt_tokens", "completion_tokens", "seconds",
+    "budget", "best_operator", "run_dir", "data_hash", "started_at", "finished_at",
+)
+
+
+@dataclass(frozen=True)
+class Job:
+    task: str
+    method: str
+    kind: str  # "policy" | "baseline"
+    seed: int
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.task, self.method, self.seed)
+
+    def folder(self, out: Path) -> Path:
+        return out / "runs" / self.task / self.method / f"seed{self.seed}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    budget: float
+    baseline_budget: float
+    split_seed: int
+    llm: str
+    executors: int
+    address: str | None
+    engine_args: tuple[str, ...]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # allow_abbrev off: an engine flag must never be taken for a prefix of ours (--seed/--seeds).
+    p = argparse.ArgumentParser(prog="python -m benchmarks.run", allow_abbrev=False,
+                                description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="Unknown flags are passed to every engine run.")
+    p.add_argument("--suite", default="lite",
+                   help="smoke, lite, full, or comma-separated dataset names (default lite)")
+    p.add_argument("--policies", default="greedy,mcts,sela",
+                   help="comma-separated search policies; empty for none "
+                        "(default greedy,mcts,sela)")
+    p.add_argument("--baselines", default="lgbm,optuna",
+                   help="comma-separated non-LLM baselines: lgbm, optuna; empty for none "
+                        "(default lgbm,optuna)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per task and method")
+    p.add_argument("--budget", default="10m", help="wall-clock budget per search (default 10m)")
+    p.add_argument("--baseline-budget",
+                   help="wall-clock budget of the optuna baseline (default: --budget)")
+    p.add_argument("--split-seed", type=int, default=0,
+                   help="seed of every task's train/valid/test split (default 0)")
+    p.add_argument("--llm", default="llama", help="LLM spec for the searches (default llama)")
+    p.add_argument("--executors", type=int, default=1,
+                   help="sandboxed executors per search (default 1)")
+    p.add_argument("--address", help="Ray cluster to run the jobs on (e.g. auto); "
+                                     "default: one after another on this machine")
+    p.add_argument("--parallel", type=int,
+                   help="jobs at once on the cluster (default: cluster CPUs / (executors + 1))")
+    p.add_argument("--out", type=Path, default=Path("runs/bench"),
+                   help="results.parquet and run directories go here (default runs/bench)")
+    return p
+
+
+def plan_jobs(datasets: list[Dataset], policies: list[str], baselines: list[str],
+              seeds: int) -> list[Job]:
+    """Seed-major, so a stopped suite has every method's first seed before any second."""
+    return [Job(d.name, m, kind, s) for s in range(seeds) for d in datasets
+            for kind, methods in (("baseline", baselines), ("policy", policies))
+            for m in methods]
+
+
+# Flags the runner sets on every engine run itself; passing them as extra flags is an error.
+MANAGED = ("--data", "--target", "--test", "--task", "--resume", "--policy", "--seed",
+           "--split-seed", "--budget", "--llm", "--executors", "--out", "--address")
+
+
+def check_engine_args(extra: list[str]) -> None:
+    """Extra flags must be engine flags the runner does not set itself; checked once, up front,
+    so a typo fails the command instead of every run."""
+    from engine.run import build_parser as engine_parser
+
+    clash = [a for a in extra if a.split("=", 1)[0] in MANAGED]
+    if clash:
+        raise UserError(f"{', '.join(clash)} is set by the runner; use its own flags instead")
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            engine_parser().parse_args(["--data", "x.csv", "--target", "y", *extra])
+    except SystemExit as exc:
+        reason = (said.getvalue().strip().splitlines() or [""])[-1]
+        raise UserError(f"bad engine flags {' '.join(extra)!r} ({reason}); see "
+                        "python -m engine.run --help") from exc
+
+
+def _names(text: str, known: list[str], what: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UserError(f"unknown {what} {', '.join(unknown)}; choose from {', '.join(known)}")
+    return names
+
+
+# ---- one job ---------------------------------------------------------------------------------
+
+
+def run_job(job: Job, dataset: Dataset, settings: Settings, out: Path) -> dict[str, Any]:
+    """Run one job and return its row; a failure is a row with status `failed`."""
+    started = time.time()
+    base = {"task": job.task, "task_type": dataset.task_type, "method": job.method,
+            "kind": job.kind, "seed": job.seed, "split_seed": settings.split_seed,
+            "started_at": started}
+    try:
+        if job.kind == "baseline":
+            row = _run_baseline(job, dataset, settings, out)
+        else:
+            row = _run_policy(job, dataset, settings, out)
+        return {**base, "status": "ok", "error": "", **row}
+    except Exception as exc:  # one failed job must not end a suite of hours
+        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        return {**base, "status": "failed", "error": detail[:500], "finished_at": time.time()}
+
+
+def _run_baseline(job: Job, dataset: Dataset, settings: Settings, out: Path) -> dict[str, Any]:
+    task = prepare_task(TaskSpec(dataset.path, dataset.target), seed=settings.split_seed)
+    result = BASELINES[job.method](task, settings.baseline_budget, job.seed)
+    folder = job.folder(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.time() - result.seconds
+    record = {"task": job.task, "method": job.method, "seed": job.seed, "metric": task.metric.name,
+              "valid": result.valid, "test": result.test, "params": result.params,
+              "fits": result.fits, "seconds": result.seconds, "data_hash": task.data_hash,
+              "started_at": started, "curve": result.curve}
+    _write_text(folder / "result.json", json.dumps(record, indent=2) + "\n")
+    return {
+        "metric": task.metric.name, "valid": result.valid, "test": result.test,
+        "nodes": result.fits, "ok_nodes": result.fits, "prompt_tokens": 0,
+        "completion_tokens": 0, "seconds": result.seconds, "budget": settings.baseline_budget,
+        "best_operator": job.method, "run_dir": str(folder), "data_hash": task.data_hash,
+        "finished_at": time.time(),
+    }
+
+
+def _run_policy(job: Job, dataset: Dataset, settings: Settings, out: Path) -> dict[str, Any]:
+    folder = job.folder(out)
+    run_dir = finished_run(folder)
+    if run_dir is None:
+        before = _runs(folder)
+        argv = ["--data", str(dataset.path), "--target", dataset.target, "--policy", job.method,
+                "--seed", str(job.seed), "--split-seed", str(settings.split_seed),
+                "--budget", f"{settings.budget:g}s", "--llm", settings.llm,
+                "--executors", str(settings.executors), "--out", str(folder), "--quiet",
+                *settings.engine_args]
+        code = _engine(argv, settings.address)
+        if code != 0:
+            raise RuntimeError(f"engine.run exited {code}")
+        (run_dir,) = set(_runs(folder)) - set(before)
+    return measure_run(run_dir) | {"budget": settings.budget}
+
+
+def _engine(argv: list[str], address: str | None) -> int:
+    if address is None:
+        from engine.run import main as engine_main
+
+        return engine_main(argv)
+    # Inside a Ray task this process is a Ray worker: the engine must be its own driver.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
+        str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]))}
+    proc = subprocess.run([sys.executable, "-m", "engine.run", *argv, "--address", address],
+                          env=env, check=False)
+    return proc.returncode
+
+
+def _runs(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def finished_run(folder: Path) -> Path | None:
+    """The newest run in `folder` that ended on its own (not by Ctrl-C or a crash)."""
+    for run in reversed(_runs(folder)):
+        try:
+            manifest = RunStore.open(run).manifest()
+        except EngineError:
+            continue
+        if "result" in manifest and manifest.get("spent", {}).get("stopped_by") != "user":
+            return run
+    return None
+
+
+def measure_run(run_dir: Path) -> dict[str, Any]:
+    """A search's row from what its run directory holds."""
+    store = RunStore.open(run_dir)
+    manifest = store.manifest()
+    result, spent = manifest.get("result", {}), manifest.get("spent", {})
+    rows = store.read_rows()
+    started = float(manifest.get("starts", [{}])[0].get("at", 0.0))
+    return {
+        "metric": manifest.get("metric"), "valid": result.get("best_valid"),
+        "test": result.get("best_test"), "nodes": len(rows),
+        "ok_nodes": sum(r["metric"] is not None for r in rows),
+        "prompt_tokens": int(spent.get("prompt_tokens", 0)),
+        "completion_tokens": int(spent.get("completion_tokens", 0)),
+        "seconds": float(spent.get("seconds", 0.0)),
+        "best_operator": result.get("best_operator"), "run_dir": str(run_dir),
+        "data_hash": manifest.get("data_hash"), "started_at": started,
+        "finished_at": started + float(spent.get("seconds", 0.0)),
+    }
+
+
+# ---- results ---------------------------------------------------------------------------------
+
+
+def load_results(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        return pd.DataFrame(columns=list(COLUMNS))
+    return pd.read_parquet(path)
+
+
+def save_results(path: Path, frame: pd.DataFrame) -> None:
+    """Write the whole table to a hidden file, then rename it: a reader never sees half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    frame.reindex(columns=list(COLUMNS)).to_parquet(tmp, index=False)
+    tmp.replace(path)
+
+
+def _add_row(results: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
+    key = (results.task == row["task"]) & (results.method == row["method"]) & \
+        (results.seed == row["seed"])
+    new = pd.DataFrame([{c: row.get(c) for c in COLUMNS}])
+    kept = results[~key]
+    return new if kept.empty else pd.concat([kept, new], ignore_index=True)
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+# ---- main ------------------------------------------------------------------------------------
+
+
+def run_suite(jobs: list[Job], datasets: dict[str, Dataset], settings: Settings, out: Path,
+              parallel: int | None) -> pd.DataFrame:
+    path = out / RESULTS
+    results = load_results(path)
+    done = {(str(r["task"]), str(r["method"]), int(r["seed"]))
+            for r in results.to_dict("records") if r["status"] == "ok"}
+    todo = [job for job in jobs if job.key not in done]
+    print(f"{len(jobs)} jobs, {len(jobs) - len(todo)} already in {path}, {len(todo)} to run",
+          flush=True)
+    for row in _rows(todo, datasets, settings, out, parallel):
+        results = _add_row(results, row)
+        save_results(path, results)
+        shown = "n/a" if row.get("test") is None else f"{row['test']:.5g}"
+        print(f"{row['task']:<22} {row['method']:<7} seed {row['seed']}: {row['status']}, "
+              f"test {row.get('metric') or ''} {shown}"
+              + (f"  {row['error'][:200]}" if row["error"] else ""), flush=True)
+    return results
+
+
+def _rows(todo: list[Job], datasets: dict[str, Dataset], settings: Settings, out: Path,
+          parallel: int | None) -> Any:
+    if settings.address is None:
+        for job in todo:
+            yield run_job(job, datasets[job.task], settings, out)
+        return
+    import ray
+
+    ray.init(address=settings.address, log_to_driver=False, configure_logging=False)
+    try:
+        cpus = float(ray.cluster_resources().get("CPU", 1.0))
+        limit = parallel or max(1, int(cpus // (settings.executors + 1)))
+        # A search's own actors hold its CPUs; the task that drives it holds none.
+        remote = ray.remote(num_cpus=0)(run_job)
+        fitting = ray.remote(num_cpus=1)(run_job)
+        pending: list[Any] = []
+        queue = list(todo)
+        while queue or pending:
+            while queue and len(pending) < limit:
+                job = queue.pop(0)
+                runner = fitting if job.kind == "baseline" else remote
+                pending.append(runner.remote(job, datasets[job.task], settings, out))
+            ready, pending = ray.wait(pending, num_returns=1)
+            yield ray.get(ready[0])
+    finally:
+        ray.shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, extra = build_parser().parse_known_args(argv)
+    try:
+        datasets = suite(args.suite)
+        policies = _names(args.policies, available(), "policy")
+        baselines = _names(args.baselines, sorted(BASELINES), "baseline")
+        if args.seeds < 1:
+            raise UserError(f"bad --seeds {args.seeds}: it must be at least 1")
+        if args.executors < 1:
+            raise UserError(f"bad --executors {args.executors}: it must be at least 1")
+        if not policies and not baselines:
+            raise UserError("nothing to run: give --policies and/or --baselines")
+        check_engine_args(extra)
+        budget = parse_budget(args.budget)
+        settings = Settings(
+            budget=budget,
+            baseline_budget=parse_budget(args.baseline_budget) if args.baseline_budget else budget,
+            split_seed=args.split_seed, llm=args.llm, executors=args.executors,
+            address=args.address, engine_args=tuple(extra),
+        )
+        jobs = plan_jobs(datasets, policies, baselines, args.seeds)
+        results = run_suite(jobs, {d.name: d for d in datasets}, settings, args.out,
+                            args.parallel)
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exit_code(exc)
+    failed = int((results.status != "ok").sum())
+    print(f"results: {args.out / RESULTS} ({len(results)} rows, {failed} failed); report: "
+          f"python -m benchmarks.report {args.out / RESULTS} -o {args.out / 'report.md'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
