@@ -59,7 +59,7 @@ def build_tiny_model(folder: Path, seed: int = 0) -> Path:
     fast.save_pretrained(folder)
     config = Qwen2Config(
         vocab_size=VOCAB_SIZE, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32768,
         tie_word_embeddings=True, torch_dtype="float32",
         eos_token_id=fast.convert_tokens_to_ids("<|im_end|>"),
         bos_token_id=fast.convert_tokens_to_ids("<|endoftext|>"),

