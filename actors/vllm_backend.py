@@ -86,7 +86,8 @@ class VllmLLM:
                                                   add_generation_prompt=True)
         # The template already holds the special tokens: adding BOS again would double it.
         ids = list(self.tokenizer.encode(text, add_special_tokens=False))
-        max_tokens = fit_max_tokens(len(ids), prompt.max_tokens, self.max_model_len)
+        max_tokens = fit_max_tokens(len(ids), prompt.max_tokens, self.max_model_len,
+                                    "max_model_len (task.yaml vllm_args)")
         params = self._sampling_params(
             temperature=prompt.temperature, max_tokens=max_tokens, seed=prompt.seed,
             stop=prompt.stop or None,

@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from actors.llama_backend import fit_max_tokens
 from actors.openai_backend import OpenAILLM
 from actors.vllm_backend import EXTRA_HINT, VllmLLM
 from search.chat import ChatPrompt, Reply
@@ -45,6 +46,11 @@ def test_missing_vllm_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         VllmLLM("some/model")
     assert str(info.value) == EXTRA_HINT == (
         "the vllm backend needs the 'vllm' extra: pip install -e '.[vllm]'")
+
+
+def test_a_prompt_past_the_context_names_the_vllm_setting() -> None:
+    with pytest.raises(BackendError, match=r"raise max_model_len \(task.yaml vllm_args\)"):
+        fit_max_tokens(9000, 1024, 8192, "max_model_len (task.yaml vllm_args)")
 
 
 @pytest.fixture(scope="module")
