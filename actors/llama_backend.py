@@ -150,8 +150,10 @@ class LlamaLLM:
         self.close()
 
 
-def fit_max_tokens(prompt_tokens: int, max_tokens: int, n_ctx: int) -> int:
-    """Shrink the reply budget so prompt + reply fit the context; fail below MIN_MAX_TOKENS."""
+def fit_max_tokens(prompt_tokens: int, max_tokens: int, n_ctx: int,
+                   setting: str = "n_ctx") -> int:
+    """Shrink the reply budget so prompt + reply fit the context; fail below MIN_MAX_TOKENS.
+    `setting` names what the user raises for a longer context."""
     room = n_ctx - prompt_tokens
     if max_tokens <= room:
         return max_tokens
@@ -160,5 +162,5 @@ def fit_max_tokens(prompt_tokens: int, max_tokens: int, n_ctx: int) -> int:
         return room
     raise BackendError(
         f"prompt of ~{prompt_tokens} tokens leaves {max(room, 0)} of the {n_ctx}-token context "
-        f"for the reply (need at least {floor}); shorten the prompt or raise n_ctx"
+        f"for the reply (need at least {floor}); shorten the prompt or raise {setting}"
     )

@@ -1,17 +1,27 @@
 """Ray actors: one LLM actor per model replica, one executor actor per sandbox slot.
 
 Actors own their mutable state (a loaded model, a sandbox); the driver owns the Journal. Task
-inputs arrive as one object-store reference, so remote executors need no shared disk.
+inputs arrive as one object-store reference and results return as values, so remote
+executors need no shared disk.
+
+Placement is by Ray resources. An LLM actor asks for its GPUs (a vLLM replica with
+tensor parallelism N gets a STRICT_PACK placement group of N one-GPU bundles, so its shards
+share a node) and, on a cluster, one unit of a custom resource such as `llm` that only the
+LLM nodes declare; an executor asks for a CPU, optionally a fraction of a GPU, and a custom
+resource such as `executor`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import ray
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from sandbox import ExecResult, Limits, run_script
 from search.chat import ChatPrompt, Reply
@@ -25,17 +35,45 @@ class ExecOutcome:
 
 
 class _LLMWorker:
+    """Holds a blocking backend; Ray runs up to max_concurrency calls in threads."""
+
     def __init__(self, spec: str, name: str, options: dict[str, Any]) -> None:
         from actors.llm import make_llm
 
         self.name = name
-        self.llm = make_llm(spec, **options)
+        self.llm: Any = make_llm(spec, **options)
 
     def model(self) -> str:
-        return self.llm.model
+        return str(self.llm.model)
 
     def generate(self, prompts: list[ChatPrompt]) -> list[Reply]:
-        return self.llm.generate(prompts)
+        return list(self.llm.generate(prompts))
+
+    def node_id(self) -> str:
+        return str(ray.get_runtime_context().get_node_id())
+
+
+class _AsyncLLMWorker:
+    """Holds a batching backend (vLLM): an async actor, so concurrent calls interleave in one
+    event loop and their requests share the engine's running batch."""
+
+    def __init__(self, spec: str, name: str, options: dict[str, Any]) -> None:
+        from actors.llm import make_llm
+
+        self.name = name
+        self.llm: Any = make_llm(spec, **options)
+
+    async def model(self) -> str:
+        return str(self.llm.model)
+
+    async def generate(self, prompts: list[ChatPrompt]) -> list[Reply]:
+        return list(await self.llm.agenerate(prompts))
+
+    async def stats(self) -> dict[str, float]:
+        return dict(self.llm.stats())
+
+    async def node_id(self) -> str:
+        return str(ray.get_runtime_context().get_node_id())
 
 
 class _ExecutorWorker:
@@ -56,6 +94,7 @@ class _ExecutorWorker:
 
 # Wrapped rather than decorated so type checkers see the plain classes and Ray sees actors.
 LLMActor: Any = ray.remote(_LLMWorker)
+AsyncLLMActor: Any = ray.remote(_AsyncLLMWorker)
 ExecutorActor: Any = ray.remote(_ExecutorWorker)
 
 
@@ -66,22 +105,173 @@ def _node_ip() -> str:
         return socket.gethostname()
 
 
+@dataclass(frozen=True)
+class Placement:
+    """What one actor asks Ray for. `gpus > 1` (tensor parallel) means a placement group of
+    that many one-GPU bundles packed on one node; custom `resources` pin actors to the nodes
+    that declare them (cluster.yaml: `llm` on GPU nodes, `executor` on CPU nodes)."""
+
+    num_cpus: float = 1.0
+    gpus: float = 0.0
+    resources: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def grouped(self) -> bool:
+        return self.gpus > 1
+
+
+class LLMPool:
+    """The replicas of one LLM spec: started, replaced when one dies, placement groups freed.
+
+    A replaced replica reuses its predecessor's placement group: the GPUs stay reserved, and
+    Ray has already killed the dead actor's vLLM workers with it (they were its children).
+    """
+
+    def __init__(self, spec: str, options: dict[str, Any], *, concurrency: int,
+                 placement: Placement = Placement(), prefix: str = "llm") -> None:
+        from actors.llm import backend_of
+
+        self.spec = spec
+        self.options = options
+        self.concurrency = concurrency
+        self.placement = placement
+        self.prefix = prefix
+        self.actor_class = AsyncLLMActor if backend_of(spec).is_async else LLMActor
+        self.actors: dict[str, Any] = {}
+        self.groups: dict[str, PlacementGroup] = {}
+
+    def start(self, replicas: int) -> list[tuple[str, Any]]:
+        started = [self._start(f"{self.prefix}-{i}") for i in range(replicas)]
+        return [(name, self.actors[name]) for name in started]
+
+    def restart(self, name: str) -> Any:
+        old = self.actors.get(name)
+        if old is not None:
+            with contextlib.suppress(Exception):  # already dead, or hung: free its resources
+                ray.kill(old, no_restart=True)
+        self._start(name)
+        return self.actors[name]
+
+    def close(self) -> None:
+        for group in self.groups.values():
+            with contextlib.suppress(Exception):  # Ray may be shutting down already
+                remove_placement_group(group)
+        self.groups.clear()
+
+    def _start(self, name: str) -> str:
+        p = self.placement
+        options: dict[str, Any] = {"max_concurrency": self.concurrency}
+        if p.grouped:
+            group = self.groups.get(name)
+            if group is None:
+                # The actor's own CPU and any custom resource ride in the first bundle.
+                first = {"GPU": 1.0, "CPU": max(p.num_cpus, 1.0), **p.resources}
+                bundles = [first] + [{"GPU": 1.0} for _ in range(int(p.gpus) - 1)]
+                group = placement_group(bundles, strategy="STRICT_PACK",
+                                        name=f"treeml-{name}-{os.getpid()}")
+                self.groups[name] = group
+            options.update(num_cpus=max(p.num_cpus, 1.0), num_gpus=0,
+                           scheduling_strategy=PlacementGroupSchedulingStrategy(
+                               placement_group=group, placement_group_bundle_index=0,
+                               placement_group_capture_child_tasks=True))
+        else:
+            options.update(num_cpus=p.num_cpus, num_gpus=p.gpus, resources=dict(p.resources))
+        self.actors[name] = self.actor_class.options(**options).remote(
+            self.spec, name, self.options)
+        return name
+
+
 def start_llm_actors(spec: str, replicas: int, options: dict[str, Any], *,
                      concurrency: int = 1, num_cpus: float = 1.0,
-                     resources: dict[str, float] | None = None) -> list[Any]:
+                     resources: dict[str, float] | None = None, gpus: float = 0.0) -> list[Any]:
     """LLM actors placed by Ray resources: CPUs here, or a custom `llm` slot on a cluster."""
-    return [
-        LLMActor.options(num_cpus=num_cpus, resources=resources or {},
-                         max_concurrency=concurrency).remote(spec, f"llm-{i}", options)
-        for i in range(replicas)
-    ]
+    pool = LLMPool(spec, options, concurrency=concurrency,
+                   placement=Placement(num_cpus, gpus, dict(resources or {})))
+    return [actor for _, actor in pool.start(replicas)]
 
 
 def start_executors(count: int, *, num_cpus: float = 1.0,
-                    resources: dict[str, float] | None = None) -> list[Any]:
+                    resources: dict[str, float] | None = None, gpus: float = 0.0,
+                    names: list[str] | None = None) -> list[Any]:
     """One sandbox slot per actor, placed wherever Ray finds the resources."""
     return [
-        ExecutorActor.options(num_cpus=num_cpus, resources=resources or {},
-                              max_concurrency=1).remote(f"exec-{i}")
-        for i in range(count)
+        ExecutorActor.options(num_cpus=num_cpus, num_gpus=gpus, resources=resources or {},
+                              max_concurrency=1).remote(name)
+        for name in (names or [f"exec-{i}" for i in range(count)])
     ]
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """One LLM pool to start: its spec, backend options, shape and replica count."""
+
+    spec: str
+    options: dict[str, Any]
+    concurrency: int
+    placement: Placement
+    replicas: int
+
+
+class Workers:
+    """Every actor of one start: an LLM pool per spec and the executors; restarts keep each
+    replacement's placement the same as the actor it replaces."""
+
+    def __init__(self, pools: list[LLMPool], executors: list[Any],
+                 exec_placement: Placement) -> None:
+        self.pools = pools
+        self.executors = executors
+        self.exec_placement = exec_placement
+        self._pool_by_name = {name: pool for pool in pools for name in pool.actors}
+
+    @classmethod
+    def start(cls, plans: list[PoolPlan], executors: int,
+              exec_placement: Placement = Placement()) -> Workers:
+        pools = []
+        for k, plan in enumerate(plans):
+            # One spec keeps the names llm-0, llm-1, ...; mixed specs get llm<k>-0, ...
+            pool = LLMPool(plan.spec, plan.options, concurrency=plan.concurrency,
+                           placement=plan.placement,
+                           prefix="llm" if len(plans) == 1 else f"llm{k}")
+            pool.start(plan.replicas)
+            pools.append(pool)
+        p = exec_placement
+        execs = start_executors(executors, num_cpus=p.num_cpus, resources=p.resources,
+                                gpus=p.gpus)
+        return cls(pools, execs, exec_placement)
+
+    def models(self) -> list[str]:
+        """The model name of each pool's first actor: waits for it to load, and turns a load
+        failure into one line."""
+        from search.errors import BackendError
+
+        names = []
+        for pool in self.pools:
+            first = next(iter(pool.actors.values()))
+            try:
+                names.append(ray.get(first.model.remote()))
+            except ray.exceptions.RayActorError as exc:
+                cause = str(exc).strip().splitlines()[-1]
+                raise BackendError(f"the LLM actor ({pool.spec}) failed to start: {cause}"
+                                   ) from exc
+        return names
+
+    def loop_arguments(self) -> dict[str, Any]:
+        """The SearchLoop's worker arguments: one slot per request an actor serves at once."""
+        slots = [(pool.actors[name], name) for pool in self.pools for name in pool.actors
+                 for _ in range(pool.concurrency)]
+        pools = {name: pool.spec for pool in self.pools for name in pool.actors}
+        return {"llm_slots": slots, "llm_pools": pools, "executors": list(self.executors),
+                "restart_executor": self.restart_executor, "restart_llm": self.restart_llm}
+
+    def restart_executor(self, dead: Any) -> Any:
+        p = self.exec_placement
+        return start_executors(1, num_cpus=p.num_cpus, resources=p.resources, gpus=p.gpus,
+                               names=[f"exec-r{os.urandom(2).hex()}"])[0]
+
+    def restart_llm(self, dead: Any, name: str) -> Any:
+        """Same spec, options and placement; the loop bounds how often this happens."""
+        return self._pool_by_name[name].restart(name)
+
+    def close(self) -> None:
+        for pool in self.pools:
+            pool.close()

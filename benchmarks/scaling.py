@@ -81,6 +81,8 @@ class ClusterLayout:
     llm_slots_per_node: int = 4
     node_cpus: int = 16
     object_store_bytes: int = 100 * 2**20
+    exec_resource: str = EXEC_RESOURCE  # the custom resource executor nodes declare
+    llm_resource: str = LLM_RESOURCE  # the custom resource LLM nodes declare
 
 
 @contextmanager
@@ -129,11 +131,11 @@ def simulated_cluster(layout: ClusterLayout = ClusterLayout(),
                              object_store_memory=layout.object_store_bytes)
             for _ in range(layout.exec_nodes):
                 cluster.add_node(num_cpus=layout.node_cpus,
-                                 resources={EXEC_RESOURCE: layout.exec_slots_per_node},
+                                 resources={layout.exec_resource: layout.exec_slots_per_node},
                                  object_store_memory=layout.object_store_bytes)
             for _ in range(layout.llm_nodes):
                 cluster.add_node(num_cpus=layout.node_cpus,
-                                 resources={LLM_RESOURCE: layout.llm_slots_per_node},
+                                 resources={layout.llm_resource: layout.llm_slots_per_node},
                                  object_store_memory=layout.object_store_bytes)
             cluster.wait_for_nodes(timeout=timeout)
         _with_timeout(

@@ -60,9 +60,18 @@ class RunConfig:
     max_nodes: int | None = None
     max_tokens: int | None = None
     executors: int = field(default_factory=default_executors)
+    # One spec, or specs routed by operator: "draft,improve=vllm:big;debug=vllm:small"
+    # (task.yaml may give a mapping instead; see actors.llm.parse_routes).
     llm: str = "llama"
-    llm_replicas: int = 1
-    llm_concurrency: int = 1  # requests one LLM actor serves at once (llama.cpp: 1)
+    llm_replicas: int = 1  # actors per spec
+    # Requests one LLM actor serves at once; None: the backend's own (llama 1, vllm 32, ...).
+    llm_concurrency: int | None = None
+    tp: int = 1  # tensor parallel GPUs per vLLM replica (one placement group on one node)
+    llm_gpus: float | None = None  # GPUs per LLM actor; None: tp for vllm, 0 for the others
+    llm_resource: str | None = None  # custom Ray resource each LLM actor needs (e.g. "llm")
+    executor_resource: str | None = None  # custom Ray resource each executor needs
+    executor_gpus: float = 0.0  # GPU share per executor (per candidate), e.g. 0.25
+    vllm_args: dict[str, Any] | None = None  # task.yaml only: more AsyncEngineArgs for vLLM
     address: str | None = None  # Ray cluster to join ("auto"); None starts a local one
     policy: str = "greedy"
     seed: int = 0
@@ -106,7 +115,8 @@ class RunConfig:
             raise UserError(f"bad --select {self.select!r}: use valid or cv")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise UserError(f"bad --max-tokens {self.max_tokens}: it must be at least 1")
-        if self.llm_replicas < 1 or self.llm_concurrency < 1:
+        if self.llm_replicas < 1 or (self.llm_concurrency is not None
+                                     and self.llm_concurrency < 1):
             raise UserError("bad --llm-replicas/--llm-concurrency: each must be at least 1")
         if self.executors < 1:
             raise UserError(f"bad --executors {self.executors}: it must be at least 1")
@@ -120,10 +130,34 @@ class RunConfig:
             raise UserError(
                 f"unknown policy {self.policy!r}; choose one of: {', '.join(available())}"
             )
-        from actors.llm import parse_spec
-
-        parse_spec(self.llm)
+        self._validate_placement()
         return self
+
+    def _validate_placement(self) -> None:
+        from actors.llm import parse_routes, parse_spec
+
+        specs = parse_routes(self.llm).specs
+        if self.tp < 1:
+            raise UserError(f"bad --tp {self.tp}: it must be at least 1 (GPUs per vLLM replica)")
+        if self.tp > 1 and not any(parse_spec(s)[0] == "vllm" for s in specs):
+            raise UserError(f"--tp {self.tp} applies to vllm specs only; --llm has none")
+        if self.llm_gpus is not None and self.llm_gpus < 0:
+            raise UserError(f"bad --llm-gpus {self.llm_gpus}: it must be 0 or more")
+        if self.tp > 1 and self.llm_gpus is not None and self.llm_gpus != self.tp:
+            raise UserError(f"--tp {self.tp} shards each replica over {self.tp} GPUs; drop "
+                            f"--llm-gpus or set it to {self.tp}")
+        if self.executor_gpus < 0:
+            raise UserError(f"bad executor_gpus {self.executor_gpus}: it must be 0 or more")
+        for flag, name in (("--llm-resource", self.llm_resource),
+                           ("--executor-resource", self.executor_resource)):
+            if name is not None and (not _RESOURCE.match(name) or name in _BUILTIN):
+                raise UserError(f"bad {flag} {name!r}: name a custom Ray resource your nodes "
+                                "declare, e.g. llm or executor (not CPU, GPU or memory)")
+        if self.vllm_args is not None and not (
+                isinstance(self.vllm_args, dict)
+                and all(isinstance(k, str) for k in self.vllm_args)):
+            raise UserError("bad vllm_args: it must be a mapping like "
+                            "{max_model_len: 16384, gpu_memory_utilization: 0.85}")
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
@@ -140,6 +174,8 @@ CONSTRAINT_KEYS = ("max_predict_ms_per_row", "max_model_mb", "max_train_seconds"
 _TASK_YAML_KEYS = ("data", "test", "target", "metric", "task_type", "description",
                    *CONSTRAINT_KEYS, "budget", "seed", "llm", "policy")
 TASK_FILE_SUFFIXES = (".yaml", ".yml")
+_RESOURCE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+_BUILTIN = {"CPU", "GPU", "memory", "object_store_memory"}
 
 
 def _jsonable(value: Any) -> Any:
@@ -160,10 +196,8 @@ def _build(data: dict[str, Any], base: Path, source: str) -> RunConfig:
         if key in _PATHS:
             path = Path(str(value)).expanduser()
             values[key] = path if path.is_absolute() or key == "out" else base / path
-        elif key == "llm" and str(value).startswith(("scripted:", "llama:")):
-            kind, _, arg = str(value).partition(":")
-            path = Path(arg).expanduser()
-            values[key] = f"{kind}:{path if path.is_absolute() else base / path}"
+        elif key == "llm":
+            values[key] = _llm_paths(value, base, source)
         elif key in ("budget", "max_train_seconds"):
             values[key] = parse_budget(value)
         else:
@@ -172,6 +206,22 @@ def _build(data: dict[str, Any], base: Path, source: str) -> RunConfig:
         return RunConfig(**values)
     except TypeError as exc:
         raise UserError(f"{source}: {exc}") from exc
+
+
+def _llm_paths(value: Any, base: Path, source: str) -> str:
+    """The `llm` value as routes text, with relative file paths made relative to `base`."""
+    from actors.llm import parse_routes, routes_from_mapping
+
+    text = routes_from_mapping(value, source) if isinstance(value, dict) else str(value)
+
+    def absolute(spec: str) -> str:
+        kind, _, arg = spec.partition(":")
+        if kind not in ("scripted", "llama") or not arg:
+            return spec
+        path = Path(arg).expanduser()
+        return f"{kind}:{path if path.is_absolute() else base / path}"
+
+    return parse_routes(text).map_specs(absolute).text()
 
 
 def load_task_yaml(path: Path) -> RunConfig:

