@@ -27,7 +27,8 @@ from search.policy import make_policy
 
 
 def sandbox_uid_processes() -> list[int]:
-    """Live processes of the sandbox's private uids (2**30 and up): none may outlive a run."""
+    """Live processes of the sandbox's private uids (2**30 and up) started by this suite: none
+    may outlive a run."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -38,9 +39,21 @@ def sandbox_uid_processes() -> list[int]:
             continue
         for line in status.splitlines():
             zombie = "\nState:\tZ" in status
-            if line.startswith("Uid:") and int(line.split()[1]) >= 2**30 and not zombie:
+            if (line.startswith("Uid:") and int(line.split()[1]) >= 2**30 and not zombie
+                    and _ours(entry)):
                 found.append(int(entry))
     return found
+
+
+def _ours(pid: str) -> bool:
+    """Whether a sandboxed process belongs to this suite: its HOME (the sandbox workdir) lies
+    under this suite's temp folder. One whose HOME cannot be read counts as ours."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return True
+    homes = [e[5:].decode(errors="replace") for e in environ if e.startswith(b"HOME=")]
+    return not homes or homes[0].startswith(tempfile.gettempdir())
 
 
 def sandbox_workdirs() -> list[str]:

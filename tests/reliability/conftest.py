@@ -2,10 +2,35 @@
 
 from __future__ import annotations
 
+import os
+import secrets
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import ray
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_tmpdir() -> Iterator[Path]:
+    """Sandbox workdirs (and so candidates' HOME) under a folder of this suite alone: the leak
+    checks then see this suite's sandboxes, not those of other runs on the same machine.
+    Short, since Ray puts its sockets under it."""
+    folder = Path(f"/tmp/rel-{secrets.token_hex(3)}")
+    folder.mkdir()
+    old_env, old_tempdir = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = str(folder), str(folder)
+    try:
+        yield folder
+    finally:
+        tempfile.tempdir = old_tempdir
+        if old_env is None:
+            del os.environ["TMPDIR"]
+        else:
+            os.environ["TMPDIR"] = old_env
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
