@@ -20,8 +20,7 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.datasets import Dataset, suite
-from benchmarks.slice import lightgbm_default
-from engine.run import main as run_main
+from benchmarks.slice import lightgbm_default, run_engine
 from engine.store import RunStore
 from search.metric import METRICS
 
@@ -100,14 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for dataset in suite(args.suite):
         task_out = out / dataset.name
-        before = set(task_out.iterdir()) if task_out.exists() else set()
         print(f"== {dataset.name}: {args.budget}", flush=True)
-        code = run_main(["--data", str(dataset.path), "--target", dataset.target,
-                         "--budget", args.budget, "--llm", args.llm, "--select", "cv",
-                         "--out", str(task_out), "--quiet", *extra])
-        if code != 0:
+        code, run_dir = run_engine(["--data", str(dataset.path), "--target", dataset.target,
+                                    "--budget", args.budget, "--llm", args.llm,
+                                    "--select", "cv", *extra], task_out)
+        if run_dir is None:
             return code
-        (run_dir,) = [p for p in set(task_out.iterdir()) - before if not p.name.startswith(".")]
         results.append(measure(dataset, run_dir))
         (out / "quality.json").write_text(json.dumps(results, indent=2))
         (out / "quality.md").write_text(table(results) + "\n")

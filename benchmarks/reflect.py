@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.datasets import suite
-from engine.run import main as run_main
+from benchmarks.slice import run_engine
 from engine.store import RunStore
 
 ARMS: tuple[tuple[str, list[str]], ...] = (("plain", []), ("reflect", ["--reflect"]))
@@ -99,15 +99,13 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(args.seeds):
             for arm, flags in ARMS:
                 run_out = out / arm / dataset.name
-                before = set(run_out.iterdir()) if run_out.exists() else set()
                 print(f"== {dataset.name} seed {seed} {arm}: {args.budget}", flush=True)
-                code = run_main(["--data", str(dataset.path), "--target", dataset.target,
-                                 "--budget", args.budget, "--llm", args.llm, "--seed", str(seed),
-                                 "--out", str(run_out), "--quiet", *flags, *extra])
-                if code != 0:
+                code, run_dir = run_engine(
+                    ["--data", str(dataset.path), "--target", dataset.target, "--budget",
+                     args.budget, "--llm", args.llm, "--seed", str(seed), *flags, *extra],
+                    run_out)
+                if run_dir is None:
                     return code
-                (run_dir,) = [p for p in set(run_out.iterdir()) - before
-                              if not p.name.startswith(".")]
                 results.append(measure(dataset.name, seed, arm, run_dir))
                 (out / "reflect.json").write_text(json.dumps(results, indent=2))
                 (out / "reflect.md").write_text(table(results) + "\n")

@@ -47,6 +47,17 @@ def lightgbm_default(run_dir: Path) -> float:
     return score(task, buffer.getvalue().encode(), "test")
 
 
+def run_engine(argv: list[str], out: Path) -> tuple[int, Path | None]:
+    """`engine.run` with `--out out --quiet` added: its exit code and the run directory it
+    created (None when it failed)."""
+    before = set(out.iterdir()) if out.exists() else set()
+    code = run_main([*argv, "--out", str(out), "--quiet"])
+    if code != 0:
+        return code, None
+    (run_dir,) = [p for p in set(out.iterdir()) - before if not p.name.startswith(".")]
+    return 0, run_dir
+
+
 def report(run_dir: Path) -> dict[str, float | int | None]:
     rows = pd.DataFrame(RunStore.open(run_dir).read_rows())
     ok = rows[rows.status == "ok"]
@@ -80,12 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="runs/bench-slice")
     args, extra = parser.parse_known_args(argv)
     out = Path(args.out)
-    before = set(out.iterdir()) if out.exists() else set()
-    code = run_main(["--data", args.data, "--target", args.target, "--budget", args.budget,
-                     "--llm", args.llm, "--out", str(out), "--quiet", *extra])
-    if code != 0:
+    code, run_dir = run_engine(["--data", args.data, "--target", args.target, "--budget",
+                                args.budget, "--llm", args.llm, *extra], out)
+    if run_dir is None:
         return code
-    (run_dir,) = [p for p in set(out.iterdir()) - before if not p.name.startswith(".")]
     print(f"\nrun: {run_dir}")
     for key, value in report(run_dir).items():
         shown = f"{value:.4g}" if isinstance(value, float) else value
