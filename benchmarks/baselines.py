@@ -60,7 +60,7 @@ def _model(task: PreparedTask, params: dict[str, Any], seed: int) -> Any:
     return kind(random_state=seed, verbose=-1, **params, **extra)
 
 
-def _submission(task: PreparedTask, model: Any, X: pd.DataFrame) -> bytes:
+def submission_csv(task: PreparedTask, model: Any, X: pd.DataFrame) -> bytes:
     """The CSV a candidate would write for these rows, so the same scorer reads it."""
     out = pd.DataFrame({"prediction": model.predict(X)})
     if task.metric.needs_proba:
@@ -83,8 +83,8 @@ def lgbm_default(task: PreparedTask, seed: int = 0) -> BaselineResult:
     start = time.time()
     frames = prepare_features(task)
     model = _fit(task, frames, {}, seed)
-    valid = score(task, _submission(task, model, frames[1]), "valid")
-    test = score(task, _submission(task, model, frames[2]), "test")
+    valid = score(task, submission_csv(task, model, frames[1]), "valid")
+    test = score(task, submission_csv(task, model, frames[2]), "test")
     seconds = time.time() - start
     return BaselineResult(valid, test, {}, seconds, 1, [(seconds, valid)])
 
@@ -114,7 +114,7 @@ def optuna_lgbm(task: PreparedTask, budget: float, seed: int = 0) -> BaselineRes
         for name in ("reg_alpha", "reg_lambda"):
             params[name] = 0.0 if params[name] <= REG_FLOOR else params[name]
         model = _fit(task, frames, params, seed)
-        valid = score(task, _submission(task, model, frames[1]), "valid")
+        valid = score(task, submission_csv(task, model, frames[1]), "valid")
         curve.append((time.time() - start, valid))
         value = task.metric.normalise(valid)
         if not best or value > best["value"]:  # ties keep the earlier trial
@@ -128,7 +128,7 @@ def optuna_lgbm(task: PreparedTask, budget: float, seed: int = 0) -> BaselineRes
     left = budget - (time.time() - start)
     if left > 0:
         study.optimize(objective, timeout=left)
-    test = score(task, _submission(task, best["model"], frames[2]), "test")
+    test = score(task, submission_csv(task, best["model"], frames[2]), "test")
     return BaselineResult(best["valid"], test, best["params"], time.time() - start, len(curve),
                           curve)
 

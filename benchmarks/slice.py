@@ -13,7 +13,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from engine.run import main as run_main
@@ -24,10 +23,9 @@ DEMO = Path(__file__).parent / "data" / "concrete-strength" / "concrete.csv"
 
 def lightgbm_default(run_dir: Path) -> float:
     """LightGBM with default settings on the run's own splits, scored by the engine's scorer."""
-    import io
-
     import lightgbm as lgb
 
+    from benchmarks.baselines import submission_csv
     from engine.scoring import score
 
     task = RunStore.open(run_dir).load_task()
@@ -37,14 +35,7 @@ def lightgbm_default(run_dir: Path) -> float:
         lgb.LGBMClassifier(verbose=-1)
     model.fit(X, y)
     test = pd.get_dummies(task.test_X).reindex(columns=X.columns, fill_value=0)
-    out = pd.DataFrame({"prediction": model.predict(test)})
-    if task.metric.needs_proba:
-        proba = np.asarray(model.predict_proba(test))
-        for i, label in enumerate(model.classes_):
-            out[f"proba_{label}"] = proba[:, i]
-    buffer = io.StringIO()
-    out.to_csv(buffer, index=False)
-    return score(task, buffer.getvalue().encode(), "test")
+    return score(task, submission_csv(task, model, test), "test")
 
 
 def run_engine(argv: list[str], out: Path) -> tuple[int, Path | None]:
