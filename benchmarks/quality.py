@@ -2,11 +2,12 @@
 
     python -m benchmarks.quality [--suite lite] [--budget 15m] [--llm llama] [--out runs/quality]
 
-For each task of the suite: one `engine.run` with `--select cv`, then from its Parquet rows the
-test score of the baseline root, of the best node by valid score and of the node chosen by
-cross-validation, LightGBM with default settings on the same split, the operator that found the
-best node, and the debug success rate. Test scores are read after the run; nothing in the search
-saw them. Prints a markdown table and writes it, with the raw numbers as JSON, under --out.
+For each task of the suite: one `engine.run` (final selection `confirmed` unless `--select` is
+passed through), then from its Parquet rows the test score of the baseline root, of the node
+the run handed over in best/ and of the best node by valid score, LightGBM with default settings
+on the same split, the operator of the handed-over node, and the debug success rate. Test scores
+are read after the run; nothing in the search saw them. Prints a markdown table and writes it,
+with the raw numbers as JSON, under --out.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def measure(dataset: Dataset, run_dir: Path) -> dict[str, Any]:
     baseline = rows[rows.operator == "baseline"]
     ok_llm = rows[(rows.status == "ok") & (rows.operator != "baseline")]
     fixed, debugs = _debug_success(rows)
-    cv_winner = selection.get("winner")
-    cv_test = rows.loc[rows.node_id == cv_winner, "test_metric_raw"]
+    search_best = selection.get("search_best") or result.get("best_node")
+    search_best_test = rows.loc[rows.node_id == search_best, "test_metric_raw"]
     return {
         "task": dataset.name,
         "metric": store.load_task().metric.name,
@@ -52,7 +53,9 @@ def measure(dataset: Dataset, run_dir: Path) -> dict[str, Any]:
         "best_valid": result.get("best_valid"),
         "best_test": result.get("best_test"),
         "best_operator": result.get("best_operator"),
-        "cv_test": float(cv_test.iloc[0]) if len(cv_test) else None,
+        "selection": selection.get("method"),
+        "best_valid_node_test": (float(search_best_test.iloc[0]) if len(search_best_test)
+                                 else None),
         "lightgbm_default_test": lightgbm_default(run_dir),
         "debug_fixed": fixed,
         "debugs": debugs,
@@ -76,13 +79,14 @@ def table(rows: list[dict[str, Any]]) -> str:
         return f"{value:.4g}" if isinstance(value, float) else str(value)
 
     lines = ["| task | metric | baseline root test | engine best test (valid) | operator | "
-             "cv-selected test | LightGBM default test | vs root | debug fixed | nodes (ok LLM) |",
+             "best-valid node test | LightGBM default test | vs root | debug fixed | "
+             "nodes (ok LLM) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         higher = METRICS[r["metric"]].maximize
         lines.append(
             f"| {r['task']} | {r['metric']} | {f(r['baseline_test'])} | {f(r['best_test'])} "
-            f"({f(r['best_valid'])}) | {r['best_operator']} | {f(r['cv_test'])} | "
+            f"({f(r['best_valid'])}) | {r['best_operator']} | {f(r['best_valid_node_test'])} | "
             f"{f(r['lightgbm_default_test'])} | {_verdict(r, higher)} | "
             f"{r['debug_fixed']}/{r['debugs']} | {r['nodes']} ({r['ok_llm_nodes']}) |")
     return "\n".join(lines)
@@ -101,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         task_out = out / dataset.name
         print(f"== {dataset.name}: {args.budget}", flush=True)
         code, run_dir = run_engine(["--data", str(dataset.path), "--target", dataset.target,
-                                    "--budget", args.budget, "--llm", args.llm,
-                                    "--select", "cv", *extra], task_out)
+                                    "--budget", args.budget, "--llm", args.llm, *extra],
+                                   task_out)
         if run_dir is None:
             return code
         results.append(measure(dataset, run_dir))

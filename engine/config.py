@@ -83,7 +83,7 @@ class RunConfig:
     # Seconds one generation may take before it counts as hung: the node is lost and the LLM
     # actor replaced (a synchronous actor cannot cancel a running call). task.yaml only.
     llm_timeout: float = 600.0
-    select: str = "valid"  # how the final winner is chosen: "valid" score, or "cv" (k-fold)
+    select: str = "confirmed"  # how the final winner is chosen: engine/select.py METHODS
     baseline: bool = True  # start with the engine's LightGBM root (operator=baseline)
     ensemble: bool = True  # let the policy propose engine-written ensembles of the best nodes
     analyst: bool = False  # an exploration script before drafting; its findings join prompts
@@ -111,8 +111,8 @@ class RunConfig:
                 raise UserError(f"bad {name} {value!r}: it must be a number above zero")
         if self.max_nodes is not None and self.max_nodes < 1:
             raise UserError(f"bad --max-nodes {self.max_nodes}: it must be at least 1")
-        if self.select not in ("valid", "cv"):
-            raise UserError(f"bad --select {self.select!r}: use valid or cv")
+        if self.select not in ("confirmed", "valid", "cv"):
+            raise UserError(f"bad --select {self.select!r}: use confirmed, valid or cv")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise UserError(f"bad --max-tokens {self.max_tokens}: it must be at least 1")
         if self.llm_replicas < 1 or (self.llm_concurrency is not None

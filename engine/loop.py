@@ -581,6 +581,9 @@ class SearchLoop:
         )
         previous_best = self.journal.best()
         try:
+            if metric_raw is not None and result is not None:
+                # Before the node's row: a stored scored node always has its predictions.
+                self.store.write_predictions(node.node_id, result)
             self.store.append(node, test_raw)
         except OSError as exc:
             # A full or failing disk: stop now rather than run nodes that cannot be kept. Every
@@ -596,7 +599,7 @@ class SearchLoop:
             # Work stopped by a deadline or Ctrl-C stays marked, so a resume re-proposes it.
             self.store.clear_in_flight(job.node_id)
         if self.journal.best() is not previous_best and result is not None:
-            self.store.write_best(node, result)
+            self.store.write_best(node, result.valid_csv, result.test_csv)
         self.policy.observe(node)
         self.stats.nodes = len(self.journal)
         self.stats.test_scores[node.node_id] = test_raw

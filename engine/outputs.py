@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.report import FILES, cost
+from engine.select import apply_selection
 from engine.store import RunStore
 from search.constraints import Constraints
 from search.journal import Journal
@@ -57,9 +58,11 @@ def _load(root: Path) -> _Run:
     store = RunStore.open(Path(root))
     rows = store.read_rows()
     tests = {str(r["node_id"]): r.get("test_metric_raw") for r in rows}
+    manifest = store.manifest()
     journal = Journal([Node.from_record(r) for r in rows],
-                      constraints=Constraints.from_mapping(store.manifest().get("config", {})))
-    return _Run(store, rows, journal, tests, store.manifest())
+                      constraints=Constraints.from_mapping(manifest.get("config", {})))
+    apply_selection(journal, manifest)
+    return _Run(store, rows, journal, tests, manifest)
 
 
 def write_outputs(root: Path) -> None:
@@ -141,7 +144,7 @@ def _tree_data(run: _Run) -> dict[str, Any]:
     store, rows, journal, manifest = run.store, run.rows, run.journal, run.manifest
     metric_name = str(manifest.get("metric", ""))
     spec = METRICS.get(metric_name)
-    best = journal.best()
+    best = journal.final()
     nodes = []
     for row in rows:
         failed = row["status"] != Status.OK.value
@@ -546,7 +549,7 @@ def _plot_best(figure: Any, rows: list[dict[str, Any]], journal: Journal,
             times.append(row["finished_at"] - t0)
             counts.append(count)
             best_raw.append(best["metric_raw"])
-    chosen = journal.best()
+    chosen = journal.final()
     test = tests.get(chosen.node_id) if chosen else None
     for ax, xs, ok_x, xlabel in ((by_time, times, ok_t, "wall time (s)"),
                                  (by_count, counts, ok_n, "nodes finished")):

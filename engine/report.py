@@ -40,7 +40,7 @@ def _fmt(value: float | None) -> str:
 
 
 def best_path(journal: Journal) -> list[dict[str, Any]]:
-    best = journal.best()
+    best = journal.final()
     if best is None:
         return []
     return [
@@ -70,7 +70,7 @@ def top_errors(journal: Journal, n: int = TOP_ERRORS) -> list[tuple[str, int]]:
 
 def summary_facts(journal: Journal, tests: dict[str, float | None],
                   spent: dict[str, Any]) -> dict[str, Any]:
-    best = journal.best()
+    best = journal.final()
     drafts = [n for n in journal.draft_nodes if n.code]
     ran = [n for n in drafts if n.exec_seconds > 0 or n.is_ok]
     return {
@@ -98,7 +98,7 @@ def cost(node: Node) -> str:
 def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type: str,
              metric: str, maximize: bool) -> list[tuple[str, str]]:
     """The headline facts of a run as (label, value) pairs, shared by summary.md and show."""
-    best = journal.best()
+    best = journal.final()
     direction = "higher" if maximize else "lower"
     counts = ", ".join(f"{k} {v}" for k, v in journal.status_counts().items() if v)
     prompt, completion = facts.get("prompt_tokens", 0), facts.get("completion_tokens", 0)
@@ -155,6 +155,7 @@ def write_summary(root: Path, task: PreparedTask, journal: Journal,
             for i, p in path
         ]
         lines.append("")
+    lines += selection_section(facts.get("selection") or {}, task.metric.name)
     lines += _excluded_section(journal)
     lines += _verification_section(journal, facts.get("request_warnings") or [])
     lines += analysis_section(journal)
@@ -171,6 +172,39 @@ def write_summary(root: Path, task: PreparedTask, journal: Journal,
     out = root / "summary.md"
     out.write_text("\n".join(lines))
     return out
+
+
+def selection_section(record: dict[str, Any], metric: str) -> list[str]:
+    """How the final best was chosen (`--select`), with the candidates it weighed."""
+    candidates = record.get("candidates") or []
+    if not record.get("winner") or (not candidates and not record.get("note")):
+        return []
+    lines = ["## Final selection", "", f"- method: {record['method']}"]
+    if record.get("note"):
+        lines.append(f"- {record['note']}")
+    check = record.get("ensemble_check")
+    if check:
+        lines.append(f"- ensemble {check['node_id']}: the best beats it in "
+                     f"{check['p_best_beats_it']:.0%} of resamples")
+    if candidates:
+        cv = "cv_mean" in candidates[0]
+        how_header = "cv mean ± sd" if cv else "beats the baseline in"
+        lines += ["", f"| node | valid {metric} | {how_header} | test (reported only) | |",
+                  "|---|---|---|---|---|"]
+        for c in candidates:
+            if cv:
+                how = ("failed: " + c["error"][:60]) if c["cv_mean"] is None else (
+                    f"{c['cv_mean']:.5g} ± {c['cv_sd'] or 0:.2g}")
+            else:
+                p = c["p_beats_baseline"]
+                how = "no kept predictions" if p is None else f"{p:.0%} of resamples"
+            mark = "**in best/**" if c["node_id"] == record["winner"] else ""
+            lines.append(f"| {c['node_id']} | {_fmt(c['valid_raw'])} | {how} | "
+                         f"{_fmt(c.get('test_raw'))} | {mark} |")
+    if record["winner"] != record.get("search_best", record["winner"]):
+        lines += ["", f"The best valid score ({record['search_best']}) is not the answer: "
+                  f"best/ holds {record['winner']}."]
+    return [*lines, ""]
 
 
 def _excluded_section(journal: Journal) -> list[str]:

@@ -110,9 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exec-timeout", type=float,
                    help="seconds one candidate script may run (default 300)")
     p.add_argument("--address", help="Ray cluster to join, e.g. auto (default: start a local one)")
-    p.add_argument("--select", choices=["valid", "cv"],
-                   help="pick the final best by the valid score (default) or by 5-fold "
-                        "cross-validation of the top 3 nodes on train+valid")
+    p.add_argument("--select", choices=["confirmed", "valid", "cv"],
+                   help="how the final best is chosen: confirmed (default: a node replaces the "
+                        "baseline root only if it beats it in 90%% of bootstrap resamples of "
+                        "valid), valid (the best valid score) or cv (5-fold cross-validation of "
+                        "the top 3 nodes on train+valid)")
     p.add_argument("--no-baseline", dest="baseline", action="store_false", default=None,
                    help="skip the engine's LightGBM baseline root node")
     p.add_argument("--no-ensemble", dest="ensemble", action="store_false", default=None,
@@ -436,12 +438,12 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
         "stopped_by": "user" if interrupted else stats.stopped_by,
     }
     store.compact()
+    selection = select_final(store, task, journal, all_tests, config, console)
     facts = summary_facts(journal, all_tests, spent)
-    store.update_manifest(spent=spent, result=facts)
+    store.update_manifest(spent=spent, result=facts, selection=selection)
     facts["request_warnings"] = manifest.get("request_warnings", [])
+    facts["selection"] = selection
     summary = write_summary(store.root, task, journal, all_tests, facts)
-    if config.select == "cv" and journal.eligible_nodes:
-        _select_by_cv(store, task, journal, all_tests, config, console)
     try:
         write_outputs(store.root)
     except Exception as exc:  # every node is already stored; a plot must not lose the run
@@ -452,39 +454,49 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
     return store.root
 
 
-def _select_by_cv(store: RunStore, task: PreparedTask, journal: Journal,
-                  tests: dict[str, float | None], config: RunConfig, console: Console) -> None:
-    """--select cv: re-rank the top nodes by cross-validation and put the winner in best/."""
-    from engine.select import select_by_cv, selection_record
+def select_final(store: RunStore, task: PreparedTask, journal: Journal,
+                 tests: dict[str, float | None], config: RunConfig,
+                 console: Console) -> dict[str, Any]:
+    """Choose the node the run hands over (`--select`, see engine/select.py), make it the
+    journal's `final` and put it in best/; return the record of the choice for the manifest."""
+    from engine.select import select_by_cv, select_confirmed, selection_record
     from sandbox import Limits, run_script
 
-    folds = 5
-    console.print(f"selecting the final best by {folds}-fold cross-validation of the top 3 "
-                  "nodes on train+valid", markup=False)
+    best = journal.best()
+    if best is None:
+        return {"method": config.select, "winner": None}
     limits = Limits(wall_seconds=config.exec_timeout)
-    winner, scores = select_by_cv(task, journal, folds=folds, seed=config.seed, limits=limits)
-    record = selection_record(winner, scores, tests, folds)
-    valid_best = journal.best()
-    if winner is not None and valid_best is not None and winner != valid_best.node_id:
-        node = journal.get(winner)
+    if config.select == "cv":
+        folds = 5
+        console.print(f"selecting the final best by {folds}-fold cross-validation of the top 3 "
+                      "nodes on train+valid", markup=False)
+        winner, scores = select_by_cv(task, journal, folds=folds, seed=config.seed,
+                                      limits=limits)
+        record = selection_record(winner, scores, tests, folds)
+    elif config.select == "confirmed":
+        winner, record = select_confirmed(
+            task, journal, lambda node_id: store.read_predictions(node_id, "valid"),
+            seed=config.seed)
+    else:
+        winner, record = best.node_id, {"method": "best valid score"}
+    winner = winner or best.node_id
+    node = journal.get(winner)
+    valid, test = store.read_predictions(winner, "valid"), store.read_predictions(winner, "test")
+    if valid is None and winner != best.node_id:
+        # A run stored before predictions were kept: run the winner again for its files.
         result = run_script(node.code, task.inputs(), limits)
         if result.status == "ok":
-            store.write_best(node, result)
+            valid, test = result.valid_csv, result.test_csv
         else:
-            record["winner"] = valid_best.node_id
-            record["note"] = f"cv winner failed on the original split: {result.error}"
-    store.update_manifest(selection=record)
-    lines = ["", f"## Final selection ({record['method']})", "",
-             f"| node | valid {task.metric.name} | cv mean ± sd | test (reported only) | |",
-             "|---|---|---|---|---|"]
-    for c in record["candidates"]:
-        cv = ("failed: " + c["error"][:60]) if c["cv_mean"] is None else (
-            f"{c['cv_mean']:.5g} ± {c['cv_sd'] or 0:.2g}")
-        test = "n/a" if c["test_raw"] is None else f"{c['test_raw']:.5g}"
-        mark = "**in best/**" if c["node_id"] == record["winner"] else ""
-        lines.append(f"| {c['node_id']} | {c['valid_raw']:.5g} | {cv} | {test} | {mark} |")
-    with open(store.root / "summary.md", "a") as handle:
-        handle.write("\n".join(lines) + "\n")
+            record["note"] = f"the chosen node {winner} failed when re-run: {result.error}"
+            winner, node = best.node_id, best
+    if valid is not None:
+        store.write_best(node, valid, test)
+    journal.choose(winner)
+    record["winner"] = winner
+    for candidate in record.get("candidates", []):
+        candidate["test_raw"] = tests.get(candidate["node_id"])
+    return record
 
 
 def main(argv: list[str] | None = None) -> int:

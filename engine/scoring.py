@@ -138,7 +138,7 @@ def score(task: PreparedTask, csv_bytes: bytes | None, split: str) -> float:
     """The raw metric of a submission on the hidden `split` labels ("valid" or "test")."""
     submission = read_submission(task, csv_bytes, split)
     truth = task.valid_y if split == "valid" else task.test_y
-    return _metric_of(task, submission, truth)
+    return submission_metric(task, submission, truth)
 
 
 def score_train(task: PreparedTask, csv_bytes: bytes | None) -> float | None:
@@ -154,12 +154,13 @@ def score_train(task: PreparedTask, csv_bytes: bytes | None) -> float | None:
             return None
         submission = _checked(task, raw, "submission/train.csv", "input/train.csv", len(rows))
         truth = task.train[task.target].iloc[rows.astype(int)].reset_index(drop=True)
-        return _metric_of(task, submission, truth)
+        return submission_metric(task, submission, truth)
     except (SubmissionError, ValueError, KeyError, TypeError):
         return None
 
 
-def _metric_of(task: PreparedTask, submission: pd.DataFrame, truth: pd.Series) -> float:
+def submission_metric(task: PreparedTask, submission: pd.DataFrame, truth: pd.Series) -> float:
+    """The raw metric of a checked submission (as `read_submission` returns it) on `truth`."""
     proba = None
     if task.metric.needs_proba:
         columns = [c for c in submission.columns if c.startswith("proba_")]

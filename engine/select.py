@@ -1,25 +1,42 @@
-"""`--select cv`: choose the final winner by k-fold cross-validation, not by one valid split.
+"""The final selection: which node a run hands over as `best/`, decided once the search ends.
 
-With many nodes, the best valid score is optimistic (the search selected on it). At the end of a
-run the top candidates are re-run in the sandbox on k folds of train+valid and scored in the
-driver; the one with the best mean fold score becomes `best/`. Test labels stay untouched.
+With many nodes, the best valid score is optimistic (the search selected on it), and on a few
+hundred valid rows two nodes' scores differ by noise. Three methods (`--select`):
+
+- `confirmed` (default): the engine's baseline root stays the answer unless a node beats it on
+  valid in at least CONFIDENCE of paired bootstrap resamples of the valid rows. Among the nodes
+  that do, the best by valid score wins, except that an engine-written ensemble the best does
+  not beat with that same confidence is preferred: averaging near-equal models lowers variance,
+  which a valid score cannot show. Compares the nodes' kept valid predictions; runs nothing.
+- `valid`: the best valid score, as the search saw it.
+- `cv`: the top candidates are re-run in the sandbox on k folds of train+valid and scored in
+  the driver; the best mean fold score wins.
+
+Test labels stay untouched by all three.
 """
 
 from __future__ import annotations
 
 import io
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from sklearn.model_selection import KFold, StratifiedKFold
 
-from engine.scoring import SubmissionError, score
-from engine.task import PreparedTask
+from engine.scoring import SubmissionError, read_submission, score, submission_metric
+from engine.task import PreparedTask, label_str, positive_label
 from sandbox import Limits, run_script
 from search.journal import Journal
-from search.node import Node
+from search.node import Node, Operator
+
+METHODS = ("confirmed", "valid", "cv")
+CONFIDENCE = 0.9  # share of resamples in which a node must beat the one it replaces
+RESAMPLES = 1000
+TOP_K = 5  # nodes above the baseline compared against it, best valid first
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,14 +101,7 @@ def cross_validate(task: PreparedTask, node: Node, folds: int, seed: int,
 def select_by_cv(task: PreparedTask, journal: Journal, *, top_k: int = 3, folds: int = 5,
                  seed: int = 0, limits: Limits | None = None) -> tuple[str | None, list[CvScore]]:
     """Cross-validate the top-k distinct ok nodes by valid score; return the winner's id."""
-    seen: set[str] = set()
-    candidates: list[Node] = []
-    for node in sorted(journal.eligible_nodes, key=lambda n: (-(n.metric or 0.0), n.step)):
-        if node.code_hash not in seen:
-            seen.add(node.code_hash)
-            candidates.append(node)
-        if len(candidates) == top_k:
-            break
+    candidates = _distinct(journal.eligible_nodes)[:top_k]
     scores = [cross_validate(task, n, folds, seed, limits or Limits()) for n in candidates]
     ranked = [s for s in scores if s.mean is not None]
     if not ranked:
@@ -110,3 +120,130 @@ def selection_record(winner: str | None, scores: list[CvScore],
             for s in scores
         ],
     }
+
+
+# --- confirmed ----------------------------------------------------------------------------------
+
+
+def paired_bootstrap(task: PreparedTask, a: pd.DataFrame, b: pd.DataFrame, *,
+                     resamples: int = RESAMPLES, seed: int = 0) -> float:
+    """Share of resamples of the valid rows in which submission `a` scores better than `b`
+    (normalised metric; a tie counts half). Both are scored on the same rows each time."""
+    rng = np.random.default_rng(seed)
+    n = len(task.valid_y)
+    # Row i drawn k times in a resample weighs k: one matrix product scores all resamples.
+    counts = np.stack([np.bincount(rng.integers(0, n, n), minlength=n)
+                       for _ in range(resamples)]).astype(float)
+    sign = 1.0 if task.metric.maximize else -1.0
+    diff = sign * (resampled_scores(task, a, counts) - resampled_scores(task, b, counts))
+    return float(np.mean(diff > 0) + 0.5 * np.mean(diff == 0))
+
+
+def resampled_scores(task: PreparedTask, submission: pd.DataFrame,
+                     counts: np.ndarray) -> np.ndarray:
+    """The raw metric of a checked valid submission on each resample, a row of `counts` (how
+    often each valid row was drawn). Closed forms for the metrics built from row counts; the
+    others (roc_auc, log_loss) are scored resample by resample."""
+    name, n = task.metric.name, counts.shape[1]
+    if name in ("rmse", "mae", "r2"):
+        truth = task.valid_y.to_numpy(dtype=float)
+        error = truth - submission["prediction"].to_numpy(dtype=float)
+        if name == "rmse":
+            return np.asarray(np.sqrt(counts @ error**2 / n))
+        if name == "mae":
+            return np.asarray(counts @ np.abs(error) / n)
+        spread = counts @ truth**2 / n - (counts @ truth / n) ** 2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.asarray(1.0 - (counts @ error**2 / n) / spread)
+    if name in ("accuracy", "f1", "f1_weighted"):
+        truth_s = np.asarray([label_str(v) for v in task.valid_y], dtype=object)
+        pred_s = np.asarray([label_str(v) for v in submission["prediction"]], dtype=object)
+        if name == "accuracy":
+            return np.asarray(counts @ (truth_s == pred_s) / n)
+        labels = [positive_label(task.labels)] if name == "f1" else list(task.labels)
+        total = np.zeros(len(counts))
+        for label in labels:
+            true_count = counts @ (truth_s == label)
+            hits = counts @ ((truth_s == label) & (pred_s == label))
+            both = true_count + counts @ (pred_s == label)
+            f1 = np.divide(2 * hits, both, out=np.zeros_like(both), where=both > 0)
+            total += f1 if name == "f1" else true_count * f1 / n
+        return total
+    hidden = task.valid_y.reset_index(drop=True)
+    out = []
+    for row_counts in counts:
+        rows = np.repeat(np.arange(n), row_counts.astype(int))
+        out.append(submission_metric(task, submission.iloc[rows].reset_index(drop=True),
+                                     hidden.iloc[rows].reset_index(drop=True)))
+    return np.asarray(out)
+
+
+def select_confirmed(task: PreparedTask, journal: Journal,
+                     predictions: Callable[[str], bytes | None], *,
+                     seed: int = 0) -> tuple[str | None, dict[str, Any]]:
+    """`confirmed` (see the module docstring); `predictions(node_id)` gives a node's kept valid
+    submission. Returns the winner's id (None when nothing is eligible) and a record of why."""
+    best = journal.best()
+    record: dict[str, Any] = {
+        "method": f"confirmed: beats the baseline root in >= {CONFIDENCE:.0%} of {RESAMPLES} "
+                  "paired bootstrap resamples of valid",
+        "search_best": best.node_id if best else None, "candidates": [],
+    }
+    baseline = next((n for n in journal.eligible_nodes if n.operator is Operator.BASELINE), None)
+    if best is None or baseline is None or best is baseline:
+        record["winner"] = best.node_id if best else None
+        record["note"] = ("the baseline root has the best valid score" if best is baseline else
+                          "no eligible baseline root to confirm against: best valid score")
+        return record["winner"], record
+
+    def read(node: Node) -> pd.DataFrame | None:
+        try:
+            return read_submission(task, predictions(node.node_id), "valid")
+        except SubmissionError:
+            return None
+
+    base = read(baseline)
+    if base is None:
+        record["winner"] = best.node_id
+        record["note"] = "no kept predictions for the baseline root: best valid score"
+        return best.node_id, record
+    above = _distinct(n for n in journal.eligible_nodes
+                      if (n.metric or 0.0) > (baseline.metric or 0.0))
+    confirmed: list[tuple[Node, pd.DataFrame]] = []
+    for node in above[:TOP_K]:
+        frame = read(node)
+        p = None if frame is None else paired_bootstrap(task, frame, base, seed=seed)
+        record["candidates"].append({"node_id": node.node_id, "operator": node.operator.value,
+                                     "valid_raw": node.metric_raw, "p_beats_baseline": p})
+        if p is not None and p >= CONFIDENCE and frame is not None:
+            confirmed.append((node, frame))
+    winner = confirmed[0][0] if confirmed else baseline
+    if confirmed and winner.operator is not Operator.ENSEMBLE:
+        top = confirmed[0][1]
+        for node, frame in confirmed[1:]:
+            if node.operator is Operator.ENSEMBLE:
+                p = paired_bootstrap(task, top, frame, seed=seed)
+                record["ensemble_check"] = {"node_id": node.node_id, "p_best_beats_it": p}
+                if p < CONFIDENCE:
+                    winner = node
+                break
+    record["winner"] = winner.node_id
+    return winner.node_id, record
+
+
+def _distinct(nodes: Any) -> list[Node]:
+    """Best valid first, one node per code hash (the earliest)."""
+    seen: set[str] = set()
+    out: list[Node] = []
+    for node in sorted(nodes, key=lambda n: (-(n.metric or 0.0), n.step)):
+        if node.code_hash not in seen:
+            seen.add(node.code_hash)
+            out.append(node)
+    return out
+
+
+def apply_selection(journal: Journal, manifest: dict[str, Any]) -> None:
+    """Make the journal's `final` the winner a run's manifest records, if it still qualifies."""
+    winner = (manifest.get("selection") or {}).get("winner")
+    if isinstance(winner, str) and winner in journal and journal.is_eligible(journal.get(winner)):
+        journal.choose(winner)

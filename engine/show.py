@@ -18,6 +18,7 @@ from rich.text import Text
 
 from engine.outputs import existing_files
 from engine.report import overview, shown_path, summary_facts, top_errors
+from engine.select import apply_selection
 from engine.store import RunStore
 from search.constraints import Constraints
 from search.errors import EngineError, UserError, exit_code
@@ -51,6 +52,7 @@ def show(run: Path, console: Console, *, nodes: bool = False) -> None:
     tests = {str(r["node_id"]): r.get("test_metric_raw") for r in rows}
     journal = Journal([Node.from_record(r) for r in rows],
                       constraints=Constraints.from_mapping(manifest.get("config", {})))
+    apply_selection(journal, manifest)
     facts = summary_facts(journal, tests, dict(manifest.get("spent", {})))
     metric = str(manifest.get("metric", ""))
     spec = METRICS.get(metric)

@@ -3,10 +3,14 @@
 Parts are append-only small files, each written to a temporary name, fsynced and renamed, so
 a crash mid-write never leaves a torn part and resume reads exactly the nodes that finished.
 This is the only module that writes Parquet.
+
+Every scored node's submission is kept too, gzipped under `preds/<node_id>/`: the final
+selection compares nodes row by row on valid, and writes `best/` from them without a re-run.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -195,14 +199,37 @@ class RunStore:
             path.unlink()
         return proposals
 
-    def write_best(self, node: Node, result: ExecResult) -> None:
+    def write_predictions(self, node_id: str, result: ExecResult) -> None:
+        """Keep a scored node's valid and test submissions (written, then renamed)."""
+        staging = self.root / "preds" / f".{node_id}.tmp"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        for split, data in (("valid", result.valid_csv), ("test", result.test_csv)):
+            if data is not None:
+                (staging / f"{split}.csv.gz").write_bytes(gzip.compress(data, mtime=0))
+        final = self.root / "preds" / node_id
+        shutil.rmtree(final, ignore_errors=True)
+        staging.rename(final)
+
+    def read_predictions(self, node_id: str, split: str) -> bytes | None:
+        """A node's kept submission for `split`; None for a node stored without one (failed,
+        or from a run that predates kept predictions)."""
+        path = self.root / "preds" / node_id / f"{split}.csv.gz"
+        try:
+            return gzip.decompress(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, EOFError) as exc:
+            raise StoreError(f"cannot read {path}: {exc}") from exc
+
+    def write_best(self, node: Node, valid_csv: bytes | None, test_csv: bytes | None) -> None:
         """Keep the current best solution runnable on its own: code plus its predictions."""
         best = self.root / "best"
         staging = self.root / ".best.tmp"
         shutil.rmtree(staging, ignore_errors=True)
         (staging / "submission").mkdir(parents=True)
         (staging / "solution.py").write_text(node.code)
-        for name, data in (("valid.csv", result.valid_csv), ("test.csv", result.test_csv)):
+        for name, data in (("valid.csv", valid_csv), ("test.csv", test_csv)):
             if data is not None:
                 (staging / "submission" / name).write_bytes(data)
         _write_json(staging / "node.json", {

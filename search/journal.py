@@ -3,6 +3,8 @@
 Nodes are appended once and never change; children, depth, debug depth, best and buggy leaves
 are computed from ids. Cached indexes make `add` O(1) and queries cheap on 10k nodes.
 Eligibility is derived too: an ok node that breaks the run's `Constraints` is never `best`.
+`best` is what the search steers by; `final` is what the run hands over, once a selection at
+the end (engine/select.py) has `choose`n it, and `best` until then.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ class Journal:
         self._children: dict[str | None, list[str]] = {}
         self._hashes: dict[str, str] = {}
         self._best: Node | None = None
+        self._chosen: Node | None = None
         for node in nodes or ():
             self.add(node)
 
@@ -113,6 +116,17 @@ class Journal:
     def best(self) -> Node | None:
         """The eligible node with the best valid metric; ties go to the earlier node."""
         return self._best
+
+    def choose(self, node_id: str) -> None:
+        """Make an eligible node the run's final answer, whatever its valid rank."""
+        node = self._nodes[node_id]
+        if not self.is_eligible(node):
+            raise ValueError(f"node {node_id} is not eligible as the final answer")
+        self._chosen = node
+
+    def final(self) -> Node | None:
+        """The run's answer: the node a final selection chose, else `best`."""
+        return self._chosen or self._best
 
     def status_counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in Status}

@@ -139,7 +139,8 @@ def test_ensembles_run_in_the_loop_and_the_run_uses_its_whole_node_budget(
     (tmp_path / "replies.json").write_text(json.dumps(replies))
     assert main(["--data", str(tmp_path / "train.csv"), "--target", "y", "--llm",
                  f"scripted:{tmp_path / 'replies.json'}", "--max-nodes", "9", "--executors", "1",
-                 "--budget", "5m", "--quiet", "--out", str(tmp_path / "runs")]) == 0
+                 "--budget", "5m", "--quiet", "--select", "valid",
+                 "--out", str(tmp_path / "runs")]) == 0
     (run,) = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
     rows = pd.read_parquet(run / "nodes")
     assert len(rows) == 9

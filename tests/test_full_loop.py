@@ -6,6 +6,7 @@ submission becomes a buggy node with an exact message, and the Parquet rows matc
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
@@ -142,4 +143,31 @@ def test_select_cv_reranks_the_top_nodes(tmp_path: Path) -> None:
     assert winner == best_cv["node_id"]
     rows = pd.read_parquet(run / "nodes").set_index("node_id")
     assert (run / "best" / "solution.py").read_text() == rows.loc[winner, "code"]
-    assert "Final selection (5-fold cv on train+valid)" in (run / "summary.md").read_text()
+    assert "- method: 5-fold cv on train+valid" in (run / "summary.md").read_text()
+
+
+def test_default_selection_confirms_against_the_baseline(tmp_path: Path) -> None:
+    make_data(tmp_path / "train.csv")
+    out = tmp_path / "runs"
+    argv = ["--data", str(tmp_path / "train.csv"), "--target", "y", "--llm", f"scripted:{SCRIPT}",
+            "--max-nodes", "6", "--executors", "1", "--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    (run,) = [p for p in out.iterdir() if not p.name.startswith(".")]
+    manifest = json.loads((run / "manifest.json").read_text())
+    selection = manifest["selection"]
+    assert selection["method"].startswith("confirmed")
+    rows = pd.read_parquet(run / "nodes").set_index("node_id")
+    ok = rows[rows.status == "ok"]
+    # Every scored node keeps its submissions; nothing else does.
+    assert sorted(p.name for p in (run / "preds").iterdir()) == sorted(ok.index)
+    baseline = ok[ok.operator == "baseline"].index[0]
+    above = ok[ok.metric > ok.loc[baseline, "metric"]]
+    assert {c["node_id"] for c in selection["candidates"]} <= set(above.index)
+    confirmed = [c["node_id"] for c in selection["candidates"] if c["p_beats_baseline"] >= 0.9]
+    assert selection["winner"] in (confirmed or [baseline])
+    winner = selection["winner"]
+    assert (run / "best" / "solution.py").read_text() == rows.loc[winner, "code"]
+    assert manifest["result"]["best_node"] == winner
+    assert (pd.read_csv(run / "best" / "submission" / "valid.csv").prediction.to_numpy()
+            == pytest.approx(pd.read_csv(io.BytesIO(RunStore.open(run).read_predictions(
+                winner, "valid") or b"")).prediction.to_numpy()))

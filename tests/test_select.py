@@ -1,0 +1,153 @@
+"""The `confirmed` final selection: the baseline root stays unless a node beats it beyond the
+valid split's noise; a near-equal engine-written ensemble is preferred to the best single node.
+
+Submissions are built row by row from the hidden valid labels, so how much better each node is
+is known exactly."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from engine.scoring import read_submission, submission_metric
+from engine.select import (
+    CONFIDENCE,
+    apply_selection,
+    paired_bootstrap,
+    resampled_scores,
+    select_confirmed,
+)
+from engine.task import PreparedTask, TaskSpec, prepare_task
+from search.journal import Journal
+from search.node import Operator
+from tests.helpers import make_node
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> PreparedTask:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=1000)
+    path = tmp_path_factory.mktemp("select") / "d.csv"
+    pd.DataFrame({"x": x, "y": np.where(x > 0, "b", "a")}).to_csv(path, index=False)
+    return prepare_task(TaskSpec(path, "y", metric="accuracy"))
+
+
+def right_on(task: PreparedTask, share: float, *, base: int = 0) -> bytes:
+    """A valid submission correct on the rows from `base` up to `share` of them, wrong elsewhere
+    (so a larger share is right on a superset of a smaller one's rows)."""
+    truth = task.valid_y.astype(str).to_numpy()
+    wrong = np.where(truth == "a", "b", "a")
+    cut = base + int(share * len(truth))
+    rows = np.arange(len(truth))
+    prediction = np.where((rows >= base) & (rows < cut), truth, wrong)
+    out = io.StringIO()
+    pd.DataFrame({"prediction": prediction}).to_csv(out, index=False)
+    return out.getvalue().encode()
+
+
+def journal_of(task: PreparedTask, shares: dict[str, tuple[Operator, float]]
+               ) -> tuple[Journal, dict[str, bytes]]:
+    """Nodes right on the given share of valid rows; a "lucky" one is right on a shifted block,
+    so it wins some rows and loses others against the baseline, as real near-equal models do."""
+    journal, files = Journal(), {}
+    for step, (node_id, (operator, share)) in enumerate(shares.items()):
+        files[node_id] = right_on(task, share, base=10 if node_id == "lucky" else 0)
+        truth = task.valid_y.astype(str).to_numpy()
+        accuracy = float(np.mean(pd.read_csv(io.BytesIO(files[node_id])).prediction == truth))
+        journal.add(make_node(node_id, operator=operator, metric=accuracy, step=step))
+    return journal, files
+
+
+def test_paired_bootstrap_sees_a_clear_gain_and_not_a_tiny_one(task: PreparedTask) -> None:
+    read = {s: pd.read_csv(io.BytesIO(right_on(task, s))) for s in (0.6, 0.8)}
+    lucky = pd.read_csv(io.BytesIO(right_on(task, 0.61, base=10)))
+    assert paired_bootstrap(task, read[0.8], read[0.6]) == 1.0
+    # 12 rows won, 10 lost of 200: below the confidence asked to replace the baseline.
+    assert 0.5 < paired_bootstrap(task, lucky, read[0.6]) < CONFIDENCE
+    assert paired_bootstrap(task, read[0.6], read[0.6]) == 0.5
+
+
+def test_a_node_within_noise_does_not_replace_the_baseline(task: PreparedTask) -> None:
+    journal, files = journal_of(task, {"base": (Operator.BASELINE, 0.6),
+                                       "lucky": (Operator.DRAFT, 0.61)})
+    assert journal.best() is journal.get("lucky")
+    winner, record = select_confirmed(task, journal, files.get)
+    assert winner == "base" and record["search_best"] == "lucky"
+    (candidate,) = record["candidates"]
+    assert candidate["node_id"] == "lucky" and candidate["p_beats_baseline"] < CONFIDENCE
+
+
+def test_a_clear_gain_replaces_the_baseline(task: PreparedTask) -> None:
+    journal, files = journal_of(task, {"base": (Operator.BASELINE, 0.6),
+                                       "lucky": (Operator.DRAFT, 0.61),
+                                       "good": (Operator.IMPROVE, 0.8)})
+    winner, record = select_confirmed(task, journal, files.get)
+    assert winner == "good"
+    assert [c["node_id"] for c in record["candidates"]] == ["good", "lucky"]
+
+
+def test_a_near_equal_ensemble_is_preferred_a_clearly_worse_one_is_not(
+        task: PreparedTask) -> None:
+    journal, files = journal_of(task, {"base": (Operator.BASELINE, 0.6),
+                                       "good": (Operator.IMPROVE, 0.8),
+                                       "near": (Operator.ENSEMBLE, 0.795)})
+    assert select_confirmed(task, journal, files.get)[0] == "near"
+    journal, files = journal_of(task, {"base": (Operator.BASELINE, 0.6),
+                                       "good": (Operator.IMPROVE, 0.9),
+                                       "far": (Operator.ENSEMBLE, 0.75)})
+    winner, record = select_confirmed(task, journal, files.get)
+    assert winner == "good" and record["ensemble_check"]["p_best_beats_it"] >= CONFIDENCE
+
+
+def test_without_kept_predictions_it_falls_back_to_the_best_valid(task: PreparedTask) -> None:
+    journal, _ = journal_of(task, {"base": (Operator.BASELINE, 0.6),
+                                   "good": (Operator.IMPROVE, 0.8)})
+    winner, record = select_confirmed(task, journal, lambda node_id: None)
+    assert winner == "good" and "no kept predictions" in record["note"]
+
+
+def test_the_manifest_winner_becomes_the_journal_final(task: PreparedTask, tmp_path: Path
+                                                       ) -> None:
+    journal, _ = journal_of(task, {"base": (Operator.BASELINE, 0.6),
+                                   "lucky": (Operator.DRAFT, 0.61)})
+    assert journal.final() is journal.get("lucky")
+    apply_selection(journal, {"selection": {"winner": "base"}})
+    assert journal.final() is journal.get("base") and journal.best() is journal.get("lucky")
+    apply_selection(journal, {"selection": {"winner": "gone"}})  # not in this journal: ignored
+    assert journal.final() is journal.get("base")
+
+
+@pytest.mark.parametrize(("kind", "metric"), [
+    ("binary", "accuracy"), ("binary", "f1"), ("multiclass", "f1_weighted"),
+    ("multiclass", "accuracy"), ("binary", "roc_auc"), ("multiclass", "log_loss"),
+    ("regression", "rmse"), ("regression", "mae"), ("regression", "r2"),
+])
+def test_resampled_scores_equal_the_scorer_on_each_resample(
+        tmp_path: Path, kind: str, metric: str) -> None:
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=400)
+    y: object = {"binary": np.where(x > 0, "yes", "no"),
+                 "multiclass": np.digitize(x, [-0.5, 0.5]).astype(str),
+                 "regression": 3 * x + rng.normal(size=400)}[kind]
+    pd.DataFrame({"x": x, "y": y}).to_csv(tmp_path / "d.csv", index=False)
+    task = prepare_task(TaskSpec(tmp_path / "d.csv", "y", metric=metric))
+    n = len(task.valid_y)
+    if kind == "regression":
+        frame = pd.DataFrame({"prediction": task.valid_y.to_numpy() + rng.normal(size=n)})
+    else:
+        proba = rng.dirichlet(np.ones(len(task.labels)), size=n)
+        frame = pd.DataFrame({"prediction": np.asarray(task.labels)[proba.argmax(axis=1)]})
+        for i, label in enumerate(task.labels):
+            frame[f"proba_{label}"] = proba[:, i]
+    submission = read_submission(task, frame.to_csv(index=False).encode(), "valid")
+    counts = np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(5)])
+    fast = resampled_scores(task, submission, counts.astype(float))
+    for row_counts, value in zip(counts, fast, strict=True):
+        rows = np.repeat(np.arange(n), row_counts)
+        expected = submission_metric(task, submission.iloc[rows].reset_index(drop=True),
+                                     task.valid_y.iloc[rows].reset_index(drop=True))
+        assert value == pytest.approx(expected, rel=1e-9)
