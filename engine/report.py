@@ -185,7 +185,7 @@ def selection_section(record: dict[str, Any], metric: str) -> list[str]:
     check = record.get("ensemble_check")
     if check:
         lines.append(f"- ensemble {check['node_id']}: the best beats it in "
-                     f"{check['p_best_beats_it']:.0%} of resamples")
+                     f"{check['p_best_beats_it']:.1%} of resamples")
     if candidates:
         cv = "cv_mean" in candidates[0]
         how_header = "cv mean ± sd" if cv else "beats the baseline in"
@@ -197,7 +197,7 @@ def selection_section(record: dict[str, Any], metric: str) -> list[str]:
                     f"{c['cv_mean']:.5g} ± {c['cv_sd'] or 0:.2g}")
             else:
                 p = c["p_beats_baseline"]
-                how = "no kept predictions" if p is None else f"{p:.0%} of resamples"
+                how = "no kept predictions" if p is None else f"{p:.1%} of resamples"
             mark = "**in best/**" if c["node_id"] == record["winner"] else ""
             lines.append(f"| {c['node_id']} | {_fmt(c['valid_raw'])} | {how} | "
                          f"{_fmt(c.get('test_raw'))} | {mark} |")
