@@ -83,7 +83,7 @@ class RunConfig:
     # Seconds one generation may take before it counts as hung: the node is lost and the LLM
     # actor replaced (a synchronous actor cannot cancel a running call). task.yaml only.
     llm_timeout: float = 600.0
-    select: str = "confirmed"  # how the final winner is chosen: engine/select.py METHODS
+    select: str = "confirmed"  # how the final winner is chosen: one of SELECT_METHODS
     baseline: bool = True  # start with the engine's LightGBM root (operator=baseline)
     ensemble: bool = True  # let the policy propose engine-written ensembles of the best nodes
     analyst: bool = False  # an exploration script before drafting; its findings join prompts
@@ -111,7 +111,7 @@ class RunConfig:
                 raise UserError(f"bad {name} {value!r}: it must be a number above zero")
         if self.max_nodes is not None and self.max_nodes < 1:
             raise UserError(f"bad --max-nodes {self.max_nodes}: it must be at least 1")
-        if self.select not in ("confirmed", "valid", "cv"):
+        if self.select not in SELECT_METHODS:
             raise UserError(f"bad --select {self.select!r}: use confirmed, valid or cv")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise UserError(f"bad --max-tokens {self.max_tokens}: it must be at least 1")
@@ -170,6 +170,7 @@ class RunConfig:
 _PATHS = {"data", "test", "out"}
 TASK_TYPES = ("classification", "regression")
 CONSTRAINT_KEYS = ("max_predict_ms_per_row", "max_model_mb", "max_train_seconds")
+SELECT_METHODS = ("confirmed", "valid", "cv")  # the final selections of engine/select.py
 # What a run writes into its task.yaml: the task and how it was searched, not machine details.
 _TASK_YAML_KEYS = ("data", "test", "target", "metric", "task_type", "description",
                    *CONSTRAINT_KEYS, "budget", "seed", "llm", "policy")

@@ -23,6 +23,7 @@ from rich.text import Text
 
 from actors.llm import parse_routes
 from engine.config import (
+    SELECT_METHODS,
     RunConfig,
     is_task_file,
     load_task_yaml,
@@ -110,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exec-timeout", type=float,
                    help="seconds one candidate script may run (default 300)")
     p.add_argument("--address", help="Ray cluster to join, e.g. auto (default: start a local one)")
-    p.add_argument("--select", choices=["confirmed", "valid", "cv"],
+    p.add_argument("--select", choices=SELECT_METHODS,
                    help="how the final best is chosen: confirmed (default: a node replaces the "
                         "baseline root only if it beats it in 90%% of bootstrap resamples of "
                         "valid), valid (the best valid score) or cv (5-fold cross-validation of "
@@ -472,7 +473,7 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
                       "nodes on train+valid", markup=False)
         winner, scores = select_by_cv(task, journal, folds=folds, seed=config.seed,
                                       limits=limits)
-        record = selection_record(winner, scores, tests, folds)
+        record = selection_record(winner, scores, folds)
     elif config.select == "confirmed":
         winner, record = select_confirmed(
             task, journal, lambda node_id: store.read_predictions(node_id, "valid"),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import io
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -33,7 +33,6 @@ from sandbox import Limits, run_script
 from search.journal import Journal
 from search.node import Node, Operator
 
-METHODS = ("confirmed", "valid", "cv")
 CONFIDENCE = 0.9  # share of resamples in which a node must beat the one it replaces
 RESAMPLES = 1000
 TOP_K = 5  # nodes above the baseline compared against it, best valid first
@@ -110,15 +109,11 @@ def select_by_cv(task: PreparedTask, journal: Journal, *, top_k: int = 3, folds:
     return winner.node_id, scores
 
 
-def selection_record(winner: str | None, scores: list[CvScore],
-                     tests: dict[str, float | None], folds: int) -> dict[str, Any]:
+def selection_record(winner: str | None, scores: list[CvScore], folds: int) -> dict[str, Any]:
     return {
         "method": f"{folds}-fold cv on train+valid",
         "winner": winner,
-        "candidates": [
-            {**asdict(s), "cv_mean": s.mean, "cv_sd": s.sd, "test_raw": tests.get(s.node_id)}
-            for s in scores
-        ],
+        "candidates": [{**asdict(s), "cv_mean": s.mean, "cv_sd": s.sd} for s in scores],
     }
 
 
@@ -129,13 +124,22 @@ def paired_bootstrap(task: PreparedTask, a: pd.DataFrame, b: pd.DataFrame, *,
                      resamples: int = RESAMPLES, seed: int = 0) -> float:
     """Share of resamples of the valid rows in which submission `a` scores better than `b`
     (normalised metric; a tie counts half). Both are scored on the same rows each time."""
+    counts = resample_counts(len(task.valid_y), resamples, seed)
+    return share_better(task, resampled_scores(task, a, counts),
+                        resampled_scores(task, b, counts))
+
+
+def resample_counts(n: int, resamples: int = RESAMPLES, seed: int = 0) -> np.ndarray:
+    """One bootstrap resample of n rows per matrix row: how often each row was drawn. Row i
+    drawn k times weighs k, so one matrix product scores every resample."""
     rng = np.random.default_rng(seed)
-    n = len(task.valid_y)
-    # Row i drawn k times in a resample weighs k: one matrix product scores all resamples.
-    counts = np.stack([np.bincount(rng.integers(0, n, n), minlength=n)
-                       for _ in range(resamples)]).astype(float)
-    sign = 1.0 if task.metric.maximize else -1.0
-    diff = sign * (resampled_scores(task, a, counts) - resampled_scores(task, b, counts))
+    return np.stack([np.bincount(rng.integers(0, n, n), minlength=n)
+                     for _ in range(resamples)]).astype(float)
+
+
+def share_better(task: PreparedTask, a: np.ndarray, b: np.ndarray) -> float:
+    """Share of resamples where raw scores `a` beat `b` in the metric's direction; ties half."""
+    diff = (a - b) if task.metric.maximize else (b - a)
     return float(np.mean(diff > 0) + 0.5 * np.mean(diff == 0))
 
 
@@ -207,22 +211,26 @@ def select_confirmed(task: PreparedTask, journal: Journal,
         record["winner"] = best.node_id
         record["note"] = "no kept predictions for the baseline root: best valid score"
         return best.node_id, record
+    # The same resamples for every comparison; each node is scored on them once.
+    counts = resample_counts(len(task.valid_y), seed=seed)
+    base_scores = resampled_scores(task, base, counts)
     above = _distinct(n for n in journal.eligible_nodes
                       if (n.metric or 0.0) > (baseline.metric or 0.0))
-    confirmed: list[tuple[Node, pd.DataFrame]] = []
+    confirmed: list[tuple[Node, np.ndarray]] = []
     for node in above[:TOP_K]:
         frame = read(node)
-        p = None if frame is None else paired_bootstrap(task, frame, base, seed=seed)
+        scores = None if frame is None else resampled_scores(task, frame, counts)
+        p = None if scores is None else share_better(task, scores, base_scores)
         record["candidates"].append({"node_id": node.node_id, "operator": node.operator.value,
                                      "valid_raw": node.metric_raw, "p_beats_baseline": p})
-        if p is not None and p >= CONFIDENCE and frame is not None:
-            confirmed.append((node, frame))
+        if scores is not None and p is not None and p >= CONFIDENCE:
+            confirmed.append((node, scores))
     winner = confirmed[0][0] if confirmed else baseline
     if confirmed and winner.operator is not Operator.ENSEMBLE:
         top = confirmed[0][1]
-        for node, frame in confirmed[1:]:
+        for node, scores in confirmed[1:]:
             if node.operator is Operator.ENSEMBLE:
-                p = paired_bootstrap(task, top, frame, seed=seed)
+                p = share_better(task, top, scores)
                 record["ensemble_check"] = {"node_id": node.node_id, "p_best_beats_it": p}
                 if p < CONFIDENCE:
                     winner = node
@@ -231,7 +239,7 @@ def select_confirmed(task: PreparedTask, journal: Journal,
     return winner.node_id, record
 
 
-def _distinct(nodes: Any) -> list[Node]:
+def _distinct(nodes: Iterable[Node]) -> list[Node]:
     """Best valid first, one node per code hash (the earliest)."""
     seen: set[str] = set()
     out: list[Node] = []
