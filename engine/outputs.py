@@ -44,7 +44,7 @@ BEST_COLOUR = "#f1c40f"
 
 
 @dataclass(frozen=True)
-class _Run:
+class LoadedRun:
     """A run read once from its store: the rows (with test scores), the Journal, the manifest."""
 
     store: RunStore
@@ -54,7 +54,8 @@ class _Run:
     manifest: dict[str, Any]
 
 
-def _load(root: Path) -> _Run:
+def load_run(root: Path) -> LoadedRun:
+    """Read a run once: its rows, test scores, manifest, and the Journal with its final choice."""
     store = RunStore.open(Path(root))
     rows = store.read_rows()
     tests = {str(r["node_id"]): r.get("test_metric_raw") for r in rows}
@@ -62,12 +63,12 @@ def _load(root: Path) -> _Run:
     journal = Journal([Node.from_record(r) for r in rows],
                       constraints=Constraints.from_mapping(manifest.get("config", {})))
     apply_selection(journal, manifest)
-    return _Run(store, rows, journal, tests, manifest)
+    return LoadedRun(store, rows, journal, tests, manifest)
 
 
 def write_outputs(root: Path) -> None:
     """Write good/, tree.html and plots/ for the run at `root` from what the store holds."""
-    run = _load(root)
+    run = load_run(root)
     write_good(run.store.root, run.journal, run.tests)
     _write_tree_html(run)
     _write_plots(run)
@@ -137,10 +138,10 @@ def _number(value: float | None) -> float | None:
 
 def tree_data(root: Path) -> dict[str, Any]:
     """What tree.html draws: the run's header facts and one record per node (no test scores)."""
-    return _tree_data(_load(root))
+    return _tree_data(load_run(root))
 
 
-def _tree_data(run: _Run) -> dict[str, Any]:
+def _tree_data(run: LoadedRun) -> dict[str, Any]:
     store, rows, journal, manifest = run.store, run.rows, run.journal, run.manifest
     metric_name = str(manifest.get("metric", ""))
     spec = METRICS.get(metric_name)
@@ -195,10 +196,10 @@ def embed_json(data: Any) -> str:
 
 def write_tree_html(root: Path) -> Path:
     """Write `tree.html`: the whole search tree in one file that needs no network."""
-    return _write_tree_html(_load(root))
+    return _write_tree_html(load_run(root))
 
 
-def _write_tree_html(run: _Run) -> Path:
+def _write_tree_html(run: LoadedRun) -> Path:
     root = run.store.root
     data = _tree_data(run)
     title = f"treeml run {data['run_id']}".replace("<", "").replace("&", "")
@@ -497,10 +498,10 @@ _JS = r"""
 
 def write_plots(root: Path) -> list[Path]:
     """Write plots/best_over_time.png, plots/nodes_by_status.png and plots/timeline.png."""
-    return _write_plots(_load(root))
+    return _write_plots(load_run(root))
 
 
-def _write_plots(run: _Run) -> list[Path]:
+def _write_plots(run: LoadedRun) -> list[Path]:
     # Imported here: matplotlib costs about a second, and only the end of a start needs it.
     # Figure without pyplot: no global backend or figure registry (Agg renders the PNGs).
     from matplotlib.figure import Figure

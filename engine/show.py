@@ -16,15 +16,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from engine.outputs import existing_files
+from engine.outputs import existing_files, load_run
 from engine.report import overview, shown_path, summary_facts, top_errors
-from engine.select import apply_selection
-from engine.store import RunStore
-from search.constraints import Constraints
 from search.errors import EngineError, UserError, exit_code
 from search.journal import Journal
 from search.metric import METRICS
-from search.node import Node
 
 _STATUS_STYLE = {"ok": "green", "buggy": "red", "timeout": "yellow", "oom": "magenta",
                  "killed": "dim", "lost": "dim"}
@@ -46,13 +42,8 @@ def show(run: Path, console: Console, *, nodes: bool = False) -> None:
     if not (run / "manifest.json").is_file() or not (run / "task").is_dir():
         raise UserError(f"{run} is not a run directory (no manifest.json and task/); "
                         "pass runs/<run_id>")
-    store = RunStore.open(run)
-    manifest = store.manifest()
-    rows = store.read_rows()
-    tests = {str(r["node_id"]): r.get("test_metric_raw") for r in rows}
-    journal = Journal([Node.from_record(r) for r in rows],
-                      constraints=Constraints.from_mapping(manifest.get("config", {})))
-    apply_selection(journal, manifest)
+    loaded = load_run(run)
+    store, manifest, tests, journal = loaded.store, loaded.manifest, loaded.tests, loaded.journal
     facts = summary_facts(journal, tests, dict(manifest.get("spent", {})))
     metric = str(manifest.get("metric", ""))
     spec = METRICS.get(metric)
