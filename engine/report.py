@@ -182,6 +182,10 @@ def selection_section(record: dict[str, Any], metric: str) -> list[str]:
     lines = ["## Final selection", "", f"- method: {record['method']}"]
     if record.get("note"):
         lines.append(f"- {record['note']}")
+    copies = record.get("same_predictions") or {}
+    if copies:
+        lines.append("- not checked again, same valid predictions as a candidate: " + ", ".join(
+            f"{node} (= {kept})" for node, kept in copies.items()))
     check = record.get("ensemble_check")
     if check:
         lines.append(f"- ensemble {check['node_id']}: the best beats it in "

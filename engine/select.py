@@ -35,7 +35,7 @@ from search.node import Node, Operator
 
 CONFIDENCE = 0.9  # share of resamples in which a node must beat the one it replaces
 RESAMPLES = 1000
-TOP_K = 5  # nodes above the baseline compared against it, best valid first
+TOP_K = 5  # distinct prediction sets above the baseline compared against it, best valid first
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,8 +217,20 @@ def select_confirmed(task: PreparedTask, journal: Journal,
     above = _distinct(n for n in journal.eligible_nodes
                       if (n.metric or 0.0) > (baseline.metric or 0.0))
     confirmed: list[tuple[Node, np.ndarray]] = []
-    for node in above[:TOP_K]:
+    # Different code often makes the same predictions (a draft re-written, an improve that
+    # changed nothing that matters): one check per prediction set keeps the 5 slots for
+    # candidates that can differ.
+    seen: dict[bytes, str] = {}
+    for node in above:
+        if len(record["candidates"]) == TOP_K:
+            break
         frame = read(node)
+        if frame is not None:
+            key = frame.to_csv(index=False).encode()
+            if key in seen:
+                record.setdefault("same_predictions", {})[node.node_id] = seen[key]
+                continue
+            seen[key] = node.node_id
         scores = None if frame is None else resampled_scores(task, frame, counts)
         p = None if scores is None else share_better(task, scores, base_scores)
         record["candidates"].append({"node_id": node.node_id, "operator": node.operator.value,

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from engine.report import selection_section
 from engine.scoring import read_submission, submission_metric
 from engine.select import (
     CONFIDENCE,
@@ -88,6 +89,21 @@ def test_a_clear_gain_replaces_the_baseline(task: PreparedTask) -> None:
     winner, record = select_confirmed(task, journal, files.get)
     assert winner == "good"
     assert [c["node_id"] for c in record["candidates"]] == ["good", "lucky"]
+
+
+def test_copies_of_one_prediction_set_take_one_candidate_slot(task: PreparedTask) -> None:
+    shares = {"base": (Operator.BASELINE, 0.6)}
+    shares |= {f"copy{i}": (Operator.DRAFT, 0.62) for i in range(6)}
+    shares |= {"good": (Operator.IMPROVE, 0.61)}
+    journal, files = journal_of(task, shares)
+    winner, record = select_confirmed(task, journal, files.get)
+    # Six nodes with byte-identical predictions: one is checked, and the next distinct node
+    # still gets its check although five slots would otherwise be full.
+    assert [c["node_id"] for c in record["candidates"]] == ["copy0", "good"]
+    assert record["same_predictions"] == {f"copy{i}": "copy0" for i in range(1, 6)}
+    assert winner == "copy0"
+    summary = "\n".join(selection_section(record, "accuracy"))
+    assert "same valid predictions as a candidate: copy1 (= copy0)" in summary
 
 
 def test_a_near_equal_ensemble_is_preferred_a_clearly_worse_one_is_not(
