@@ -310,7 +310,7 @@ _JS = r"""
   const direction = data.maximize ? "higher is better" : "lower is better";
   [["task", "predict " + data.target + " (" + data.task_type + ")"],
    ["metric", data.metric + " (valid, " + direction + ")"],
-   ["best valid", fmt(data.best_valid) + (data.best ? " (node " + data.best + ")" : "")],
+   ["answer's valid", fmt(data.best_valid) + (data.best ? " (node " + data.best + ")" : "")],
    ["nodes", nodes.length + (counts ? " (" + counts + ")" : "")]].forEach(([k, v]) => {
     const s = el("span", {}, k + ": ");
     s.appendChild(el("b", {}, v));

@@ -97,7 +97,8 @@ def cost(node: Node) -> str:
 
 def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type: str,
              metric: str, maximize: bool) -> list[tuple[str, str]]:
-    """The headline facts of a run as (label, value) pairs, shared by summary.md and show."""
+    """The headline facts of a run as (label, value) pairs, shared by summary.md and show. The
+    answer is the final selection's node (what best/ holds), which need not be the best valid."""
     best = journal.final()
     direction = "higher" if maximize else "lower"
     counts = ", ".join(f"{k} {v}" for k, v in journal.status_counts().items() if v)
@@ -105,12 +106,15 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
     stopped = f"; stopped by {facts['stopped_by']}" if facts.get("stopped_by") else ""
     return [
         ("task", f"predict `{target}` ({task_type}), metric {metric} ({direction} is better)"),
-        (f"best valid {metric}",
+        (f"answer's valid {metric}",
          _fmt(facts.get("best_valid"))
          + (f" (node {best.node_id}, {best.operator.value})" if best else
             f" (no eligible node: {len(journal.excluded_nodes)} ok nodes break the constraints)"
             if journal.excluded_nodes else " (no working node)")),
         (f"its test {metric}", _fmt(facts.get("best_test")) + " (reported only, never searched)"),
+        *([(f"best valid {metric}", f"{_fmt(top.metric_raw)} (node {top.node_id}, "
+            f"{top.operator.value}): not the answer, see Final selection")]
+          if best and (top := journal.best()) and top is not best else []),
         *([("its cost", cost(best))] if best else []),
         *([("constraints", "; ".join(journal.constraints.describe())
             + f" ({facts.get('excluded_by_constraints', 0)} ok nodes excluded)")]

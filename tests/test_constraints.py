@@ -109,7 +109,7 @@ def test_summary_lists_excluded_and_flagged_nodes(tmp_path: Path) -> None:
     assert "constraints: predict <= 5 ms per row (1 ok nodes excluded)" in text
     assert "## Excluded by constraints" in text
     assert "| slow | draft | 0.95 | predicts in 12 ms per row > 5 |" in text
-    assert "best valid rmse: 0.85 (node mid" in text
+    assert "answer's valid rmse: 0.85 (node mid" in text
     assert "its cost: trains in 1 s, predicts in 0.05 ms per row, model 0.3 MB" in text
     assert "- request: the valid split has 12 rows" in text
     assert "| odd | ok | 0.7 | n/a | perfect_valid_score, reads_outside_input (/etc/hostname) |" \

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.report import selection_section
+from engine.report import overview, selection_section
 from engine.scoring import read_submission, submission_metric
 from engine.select import (
     CONFIDENCE,
@@ -135,6 +135,21 @@ def test_the_manifest_winner_becomes_the_journal_final(task: PreparedTask, tmp_p
     assert journal.final() is journal.get("base") and journal.best() is journal.get("lucky")
     apply_selection(journal, {"selection": {"winner": "gone"}})  # not in this journal: ignored
     assert journal.final() is journal.get("base")
+
+
+def test_the_headline_names_the_answer_and_the_unchosen_best(task: PreparedTask) -> None:
+    journal, _ = journal_of(task, {"base": (Operator.BASELINE, 0.6),
+                                   "lucky": (Operator.DRAFT, 0.61)})
+    apply_selection(journal, {"selection": {"winner": "base"}})
+    facts = {"best_valid": journal.get("base").metric_raw}
+    rows = dict(overview(journal, facts, target="y", task_type="binary", metric="accuracy",
+                         maximize=True))
+    assert rows["answer's valid accuracy"].startswith("0.6 (node base, baseline)")
+    assert rows["best valid accuracy"].startswith("0.61 (node lucky, draft): not the answer")
+    apply_selection(journal, {"selection": {"winner": "lucky"}})
+    rows = dict(overview(journal, facts, target="y", task_type="binary", metric="accuracy",
+                         maximize=True))
+    assert "best valid accuracy" not in rows
 
 
 @pytest.mark.parametrize(("kind", "metric"), [

@@ -86,7 +86,7 @@ def test_tree_of_a_real_run(browser: Any, run_dir: Path, tmp_path: Path) -> None
     assert page.evaluate("document.querySelectorAll('.node').length") == len(nodes)
     assert page.evaluate("document.querySelectorAll('.node.best').length") == 1
     assert page.evaluate("document.querySelectorAll('.edge.on-path').length") >= 1
-    assert "best valid" in page.inner_text("#header")
+    assert "answer's valid" in page.inner_text("#header")
     assert "buggy" in page.inner_text("#legend")
     assert page.locator("#node-code").count() == 0  # nothing shown before a click
 
