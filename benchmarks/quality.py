@@ -7,7 +7,8 @@ passed through), then from its Parquet rows the test score of the baseline root,
 the run handed over in best/ and of the best node by valid score, LightGBM with default settings
 on the same split, the operator of the handed-over node, and the debug success rate. Test scores
 are read after the run; nothing in the search saw them. Prints a markdown table and writes it,
-with the raw numbers as JSON, under --out.
+with the raw numbers as JSON, under --out, after every task: run again with the same --out and
+it resumes, skipping the tasks already there.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.datasets import Dataset, suite
-from benchmarks.slice import lightgbm_default, run_engine
+from benchmarks.slice import lightgbm_default, run_engine, saved_results
 from engine.store import RunStore
+from search.errors import UserError, exit_code
 from search.metric import METRICS
 
 
@@ -100,8 +102,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="runs/quality", help="where runs and the table go")
     args, extra = parser.parse_known_args(argv)
     out = Path(args.out)
-    results = []
+    saved = out / "quality.json"
+    try:
+        results = saved_results(saved, args.budget)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exit_code(exc)
+    done = {r["task"] for r in results}
     for dataset in suite(args.suite):
+        if dataset.name in done:
+            print(f"== {dataset.name}: already in {saved}", flush=True)
+            continue
         task_out = out / dataset.name
         print(f"== {dataset.name}: {args.budget}", flush=True)
         code, run_dir = run_engine(["--data", str(dataset.path), "--target", dataset.target,
@@ -109,9 +120,10 @@ def main(argv: list[str] | None = None) -> int:
                                    task_out)
         if run_dir is None:
             return code
-        results.append(measure(dataset, run_dir))
-        (out / "quality.json").write_text(json.dumps(results, indent=2))
+        results.append({**measure(dataset, run_dir), "budget": args.budget})
+        saved.write_text(json.dumps(results, indent=2))
         (out / "quality.md").write_text(table(results) + "\n")
+    if results:
         print(table(results), flush=True)
     return 0
 

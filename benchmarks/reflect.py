@@ -8,7 +8,9 @@ budget and seed. From each run's Parquet rows: the share of debug steps whose co
 the share of improve steps that beat their parent's valid score. Steps stopped at the budget
 deadline or lost to a worker are left out of both counts (they never got their chance). Also
 reported: nodes, tokens per node (a reflection costs a call) and the best node's test score.
-Prints a markdown table and writes it, with the raw numbers as JSON, under --out.
+Prints a markdown table and writes it, with the raw numbers as JSON, under --out, after every
+run: run again with the same --out and it resumes, skipping the (task, seed, arm) runs already
+there.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.datasets import suite
-from benchmarks.slice import run_engine
+from benchmarks.slice import run_engine, saved_results
 from engine.store import RunStore
+from search.errors import UserError, exit_code
 
 ARMS: tuple[tuple[str, list[str]], ...] = (("plain", []), ("reflect", ["--reflect"]))
 
@@ -94,10 +97,19 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = []
+    saved = out / "reflect.json"
+    try:
+        results = saved_results(saved, args.budget)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exit_code(exc)
+    done = {(r["task"], r["seed"], r["arm"]) for r in results}
     for dataset in suite(args.suite):
         for seed in range(args.seeds):
             for arm, flags in ARMS:
+                if (dataset.name, seed, arm) in done:
+                    print(f"== {dataset.name} seed {seed} {arm}: already in {saved}", flush=True)
+                    continue
                 run_out = out / arm / dataset.name
                 print(f"== {dataset.name} seed {seed} {arm}: {args.budget}", flush=True)
                 code, run_dir = run_engine(
@@ -106,8 +118,9 @@ def main(argv: list[str] | None = None) -> int:
                     run_out)
                 if run_dir is None:
                     return code
-                results.append(measure(dataset.name, seed, arm, run_dir))
-                (out / "reflect.json").write_text(json.dumps(results, indent=2))
+                results.append({**measure(dataset.name, seed, arm, run_dir),
+                                "budget": args.budget})
+                saved.write_text(json.dumps(results, indent=2))
                 (out / "reflect.md").write_text(table(results) + "\n")
     print(table(results), flush=True)
     return 0

@@ -10,15 +10,29 @@ without a debug step, and LightGBM with default settings on the same split for r
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from engine.run import main as run_main
 from engine.store import RunStore
+from search.errors import UserError
 
 DEMO = Path(__file__).parent / "data" / "concrete-strength" / "concrete.csv"
+
+
+def saved_results(path: Path, budget: str) -> list[dict[str, Any]]:
+    """The results a benchmark wrote to `path` before, to resume from (none yet: empty).
+    UserError when they come from runs with another budget: mixed budgets compare nothing."""
+    results: list[dict[str, Any]] = json.loads(path.read_text()) if path.exists() else []
+    other = sorted({str(r.get("budget", "unknown")) for r in results} - {budget})
+    if other:
+        raise UserError(f"{path} holds runs with budget {', '.join(other)}, not {budget}: pass "
+                        "that --budget to resume them, or another --out")
+    return results
 
 
 def lightgbm_default(run_dir: Path) -> float:

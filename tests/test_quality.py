@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-from benchmarks.quality import _verdict, table
+import pytest
+
+from benchmarks.quality import _verdict, main, table
 
 
 def row(metric: str, baseline: float, best: float, **more: Any) -> dict[str, Any]:
@@ -28,3 +32,16 @@ def test_table_has_one_line_per_task_with_its_verdict() -> None:
     assert len(lines) == 4 and "best-valid node test" in lines[0]
     assert "| better |" in lines[2] and "| worse |" in lines[3]
     assert "| 0.7 |" in lines[2] and "1/4" in lines[2] and "9 (5)" in lines[2]
+
+
+def test_a_second_run_resumes_and_a_different_budget_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    done = {**row("rmse", 4.8, 4.7), "task": "concrete-strength", "budget": "15m"}
+    (tmp_path / "quality.json").write_text(json.dumps([done]))
+    # The one task of the suite is there already: nothing runs (no --llm would work here).
+    assert main(["--suite", "concrete-strength", "--out", str(tmp_path), "--llm", "nope"]) == 0
+    printed = capsys.readouterr().out
+    assert "concrete-strength: already in" in printed and "| concrete-strength | rmse |" in printed
+    assert not (tmp_path / "concrete-strength").exists()
+    assert main(["--suite", "concrete-strength", "--out", str(tmp_path), "--budget", "5m"]) == 2
+    assert "holds runs with budget 15m, not 5m" in capsys.readouterr().err

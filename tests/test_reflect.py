@@ -70,6 +70,12 @@ def test_reflect_benchmark_counts_steps_of_both_arms(tmp_path: Path) -> None:
         assert (r["reflections"] > 0) == (r["arm"] == "reflect")
     table = (out / "reflect.md").read_text()
     assert "| **all** | | **plain** |" in table and "| **all** | | **reflect** |" in table
+    # Run again: both runs are already there, so nothing new runs and the numbers stay.
+    assert bench_main(["--suite", "concrete-strength", "--llm", f"scripted:{GENERIC}",
+                       "--budget", "3m", "--out", str(out)]) == 0
+    assert json.loads((out / "reflect.json").read_text()) == results
+    assert len(list((out / "plain" / "concrete-strength").iterdir())) == 1
+    assert bench_main(["--suite", "concrete-strength", "--budget", "5m", "--out", str(out)]) == 2
 
 
 def test_step_success_leaves_out_stopped_steps() -> None:
