@@ -38,7 +38,8 @@ def step_success(rows: pd.DataFrame) -> dict[str, int]:
     metric = rows.set_index("node_id").metric
     debugs = done[done.operator == "debug"]
     improves = done[done.operator == "improve"]
-    parent_metric = improves.parent_id.map(metric)
+    # astype: mapping an empty column of ids gives a string column, which cannot be compared
+    parent_metric = improves.parent_id.map(metric).astype(float)
     improved = (improves.status == "ok") & parent_metric.notna() & (improves.metric > parent_metric)
     return {
         "debugs": len(debugs), "debug_fixed": int((debugs.status == "ok").sum()),

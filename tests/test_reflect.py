@@ -92,3 +92,13 @@ def test_step_success_leaves_out_stopped_steps() -> None:
          "metric": None},
     ])
     assert step_success(rows) == {"debugs": 1, "debug_fixed": 1, "improves": 3, "improved": 1}
+
+
+def test_step_success_when_every_improve_was_stopped() -> None:
+    rows = pd.DataFrame([
+        {"node_id": "b", "parent_id": None, "operator": "baseline", "status": "ok", "metric": 0.8},
+        {"node_id": "d", "parent_id": None, "operator": "draft", "status": "buggy", "metric": None},
+        {"node_id": "i", "parent_id": "b", "operator": "improve", "status": "killed",
+         "metric": None},
+    ])
+    assert step_success(rows) == {"debugs": 0, "debug_fixed": 0, "improves": 0, "improved": 0}
