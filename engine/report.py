@@ -112,10 +112,11 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
             f" (no eligible node: {len(journal.excluded_nodes)} ok nodes break the constraints)"
             if journal.excluded_nodes else " (no working node)")),
         (f"its test {metric}", _fmt(facts.get("best_test")) + " (reported only, never searched)"),
+        # the answer's own rows stay together, so 'its' never reads as the unchosen best's
+        *([("its cost", cost(best))] if best else []),
         *([(f"best valid {metric}", f"{_fmt(top.metric_raw)} (node {top.node_id}, "
             f"{top.operator.value}): not the answer, see Final selection")]
           if best and (top := journal.best()) and top is not best else []),
-        *([("its cost", cost(best))] if best else []),
         *([("constraints", "; ".join(journal.constraints.describe())
             + f" ({facts.get('excluded_by_constraints', 0)} ok nodes excluded)")]
           if journal.constraints else []),

@@ -142,9 +142,12 @@ def test_the_headline_names_the_answer_and_the_unchosen_best(task: PreparedTask)
                                    "lucky": (Operator.DRAFT, 0.61)})
     apply_selection(journal, {"selection": {"winner": "base"}})
     facts = {"best_valid": journal.get("base").metric_raw}
-    rows = dict(overview(journal, facts, target="y", task_type="binary", metric="accuracy",
-                         maximize=True))
+    pairs = overview(journal, facts, target="y", task_type="binary", metric="accuracy",
+                     maximize=True)
+    rows = dict(pairs)
     assert rows["answer's valid accuracy"].startswith("0.6 (node base, baseline)")
+    labels = [label for label, _ in pairs]
+    assert labels.index("its cost") < labels.index("best valid accuracy")
     assert rows["best valid accuracy"].startswith("0.61 (node lucky, draft): not the answer")
     apply_selection(journal, {"selection": {"winner": "lucky"}})
     rows = dict(overview(journal, facts, target="y", task_type="binary", metric="accuracy",
