@@ -1,13 +1,15 @@
 """Does a reflection before debug and improve steps (Reflexion, seed 001) make them succeed?
 
     python -m benchmarks.reflect [--suite lite] [--budget 10m] [--seeds 1] [--llm llama]
-                                 [--out runs/reflect] [engine flags...]
+                                 [--arms plain,reflect] [--out runs/reflect] [engine flags...]
 
-For each task and seed of the suite: one `engine.run` without and one with `--reflect`, same
-budget and seed. From each run's Parquet rows: the share of debug steps whose code ran ok, and
-the share of improve steps that beat their parent's valid score. Steps stopped at the budget
-deadline or lost to a worker are left out of both counts (they never got their chance). Also
-reported: nodes, tokens per node (a reflection costs a call) and the best node's test score.
+For each task and seed of the suite: one `engine.run` per arm, same budget and seed: `plain`
+(no flag), `reflect` (`--reflect`) and, when asked for, `analyst` (`--analyst`: the data
+analyst's findings in every prompt, seed 003). From each run's Parquet rows: the share of drafts
+whose code ran ok, of debug steps whose code ran ok, and of improve steps that beat their
+parent's valid score. Steps stopped at the budget deadline or lost to a worker are left out of
+these counts (they never got their chance). Also reported: nodes, tokens per node (a reflection
+costs a call) and the test score of the node the run handed over.
 Prints a markdown table and writes it, with the raw numbers as JSON, under --out, after every
 run: run again with the same --out and it resumes, skipping the (task, seed, arm) runs already
 there.
@@ -28,20 +30,22 @@ from benchmarks.slice import run_engine, saved_results
 from engine.store import RunStore
 from search.errors import UserError, exit_code
 
-ARMS: tuple[tuple[str, list[str]], ...] = (("plain", []), ("reflect", ["--reflect"]))
+ARMS: dict[str, list[str]] = {"plain": [], "reflect": ["--reflect"], "analyst": ["--analyst"]}
 
 
 def step_success(rows: pd.DataFrame) -> dict[str, int]:
-    """Debug steps that ran ok and improve steps that beat their parent, out of those that
-    finished (not killed at the deadline, not lost)."""
+    """Drafts and debug steps that ran ok and improve steps that beat their parent, out of those
+    that finished (not killed at the deadline, not lost)."""
     done = rows[~rows.status.isin(["killed", "lost"])]
     metric = rows.set_index("node_id").metric
+    drafts = done[done.operator == "draft"]
     debugs = done[done.operator == "debug"]
     improves = done[done.operator == "improve"]
     # astype: mapping an empty column of ids gives a string column, which cannot be compared
     parent_metric = improves.parent_id.map(metric).astype(float)
     improved = (improves.status == "ok") & parent_metric.notna() & (improves.metric > parent_metric)
     return {
+        "drafts": len(drafts), "drafts_ok": int((drafts.status == "ok").sum()),
         "debugs": len(debugs), "debug_fixed": int((debugs.status == "ok").sum()),
         "improves": len(improves), "improved": int(improved.sum()),
     }
@@ -67,24 +71,28 @@ def _share(part: int, whole: int) -> str:
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    lines = ["| task | seed | arm | debugs fixed | improves that improved | nodes | "
-             "tokens/LLM node | best test |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| task | seed | arm | drafts ok | debugs fixed | improves that improved | nodes | "
+             "tokens/LLM node | answer's test |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         tokens = "n/a" if r["tokens_per_llm_node"] is None else f"{r['tokens_per_llm_node']:.0f}"
         best = "n/a" if r["best_test"] is None else f"{r['best_test']:.4g}"
+        # .get: results saved before drafts were counted
         lines.append(f"| {r['task']} | {r['seed']} | {r['arm']} | "
+                     f"{_share(r.get('drafts_ok', 0), r.get('drafts', 0))} | "
                      f"{_share(r['debug_fixed'], r['debugs'])} | "
                      f"{_share(r['improved'], r['improves'])} | {r['nodes']} | {tokens} | "
                      f"{best} |")
-    for arm, _ in ARMS:
+    for arm in ARMS:
         mine = [r for r in results if r["arm"] == arm]
         if mine:
-            total = {k: sum(r[k] for r in mine)
-                     for k in ("debug_fixed", "debugs", "improved", "improves", "nodes")}
+            total = {k: sum(r.get(k, 0) for r in mine) for k in
+                     ("drafts_ok", "drafts", "debug_fixed", "debugs", "improved", "improves",
+                      "nodes")}
+            drafts = _share(total["drafts_ok"], total["drafts"])
             debugs = _share(total["debug_fixed"], total["debugs"])
             improves = _share(total["improved"], total["improves"])
-            lines.append(f"| **all** | | **{arm}** | {debugs} | {improves} | {total['nodes']} "
-                         "| | |")
+            lines.append(f"| **all** | | **{arm}** | {drafts} | {debugs} | {improves} | "
+                         f"{total['nodes']} | | |")
     return "\n".join(lines)
 
 
@@ -94,8 +102,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", default="10m", help="search budget per run (default 10m)")
     parser.add_argument("--seeds", type=int, default=1, help="seeds per task and arm (default 1)")
     parser.add_argument("--llm", default="llama", help="LLM spec (default: embedded model)")
+    parser.add_argument("--arms", default="plain,reflect",
+                        help=f"comma-separated arms, of {', '.join(ARMS)} (default plain,reflect)")
     parser.add_argument("--out", default="runs/reflect", help="where runs and the table go")
     args, extra = parser.parse_known_args(argv)
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown or not arms:
+        print(f"error: unknown arm {', '.join(unknown) or args.arms!r}; arms: {', '.join(ARMS)}",
+              file=sys.stderr)
+        return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     saved = out / "reflect.json"
@@ -107,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     done = {(r["task"], r["seed"], r["arm"]) for r in results}
     for dataset in suite(args.suite):
         for seed in range(args.seeds):
-            for arm, flags in ARMS:
+            for arm in arms:
                 if (dataset.name, seed, arm) in done:
                     print(f"== {dataset.name} seed {seed} {arm}: already in {saved}", flush=True)
                     continue
@@ -115,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"== {dataset.name} seed {seed} {arm}: {args.budget}", flush=True)
                 code, run_dir = run_engine(
                     ["--data", str(dataset.path), "--target", dataset.target, "--budget",
-                     args.budget, "--llm", args.llm, "--seed", str(seed), *flags, *extra],
+                     args.budget, "--llm", args.llm, "--seed", str(seed), *ARMS[arm], *extra],
                     run_out)
                 if run_dir is None:
                     return code

@@ -91,7 +91,8 @@ def test_step_success_leaves_out_stopped_steps() -> None:
         {"node_id": "d2", "parent_id": "i3", "operator": "debug", "status": "lost",
          "metric": None},
     ])
-    assert step_success(rows) == {"debugs": 1, "debug_fixed": 1, "improves": 3, "improved": 1}
+    assert step_success(rows) == {"drafts": 1, "drafts_ok": 1, "debugs": 1, "debug_fixed": 1,
+                                  "improves": 3, "improved": 1}
 
 
 def test_step_success_when_every_improve_was_stopped() -> None:
@@ -101,4 +102,37 @@ def test_step_success_when_every_improve_was_stopped() -> None:
         {"node_id": "i", "parent_id": "b", "operator": "improve", "status": "killed",
          "metric": None},
     ])
-    assert step_success(rows) == {"debugs": 0, "debug_fixed": 0, "improves": 0, "improved": 0}
+    assert step_success(rows) == {"drafts": 1, "drafts_ok": 0, "debugs": 0, "debug_fixed": 0,
+                                  "improves": 0, "improved": 0}
+
+
+ANALYSIS = "```python\ndf = pd.read_csv('input/train.csv')\nprint('rows:', len(df))\n```\n"
+
+
+def test_analyst_arm_runs_with_the_analyst_and_shares_the_plain_run(tmp_path: Path) -> None:
+    script = json.loads(GENERIC.read_text())
+    script["analyze"] = [ANALYSIS]
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps(script))
+    out = tmp_path / "bench"
+    (tmp_path / "task.yaml").write_text(POLICY)
+    common = ["--suite", "concrete-strength", "--llm", f"scripted:{replies}", "--budget", "3m",
+              "--out", str(out), "--max-nodes", "5", "--executors", "1",
+              "--task", str(tmp_path / "task.yaml")]
+    assert bench_main([*common, "--arms", "plain"]) == 0
+    assert bench_main([*common, "--arms", "plain,analyst"]) == 0
+    results = json.loads((out / "reflect.json").read_text())
+    assert [r["arm"] for r in results] == ["plain", "analyst"]
+    for r in results:
+        rows = pd.read_parquet(Path(r["run_dir"]) / "nodes")
+        assert ((rows.operator == "analyze").sum() > 0) == (r["arm"] == "analyst")
+        drafts = rows[rows.operator == "draft"]
+        assert r["drafts"] == len(drafts) and r["drafts_ok"] == (drafts.status == "ok").sum()
+    assert "| **all** | | **analyst** |" in (out / "reflect.md").read_text()
+
+
+def test_an_unknown_arm_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    assert bench_main(["--suite", "concrete-strength", "--arms", "plain,wizard",
+                       "--out", str(out)]) == 2
+    assert not out.exists()
