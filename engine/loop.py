@@ -40,6 +40,7 @@ from search.operators import (
     encode_insights,
     ensemble_code,
     ensemble_vote,
+    improve_change,
     next_analysis,
     parse_analysis,
     parse_insights,
@@ -351,6 +352,11 @@ class SearchLoop:
             self._requests += 1
             if (self.reflect and not job.reflected
                     and job.proposal.operator in (Operator.DEBUG, Operator.IMPROVE)):
+                if job.proposal.operator is Operator.IMPROVE:
+                    # Pinned: a sibling finishing before the code call would move the idea
+                    # pool on, and the step would be asked for another change than reflected on.
+                    job.proposal = replace(job.proposal,
+                                           hint=improve_change(job.proposal, self.journal))
                 prompt = reflect_prompt(self.ctx, job.proposal, self.journal)
             else:
                 prompt = build_prompt(self.ctx, job.proposal, self.journal, job.reflection)

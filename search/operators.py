@@ -382,15 +382,24 @@ def _notes(reflection: str) -> str:
     return f"# Your notes on this code\n{reflection}\n\n" if reflection else ""
 
 
+def _parent(proposal: Proposal) -> str:
+    assert proposal.parent_id is not None
+    return proposal.parent_id
+
+
+def improve_change(proposal: Proposal, journal: Journal) -> str:
+    """The change an improve step is asked for: the policy's hint, else the next idea of the
+    pool (siblings counted, so concurrent steps on one parent try different things)."""
+    return proposal.hint or improve_idea(len(journal.children(_parent(proposal))))
+
+
 def improve_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal,
                    reflection: str = "") -> ChatPrompt:
-    assert proposal.parent_id is not None
-    idea = proposal.hint or improve_idea(len(journal.children(proposal.parent_id)))
     tail = (
-        _current(ctx, journal, proposal.parent_id)
+        _current(ctx, journal, _parent(proposal))
         + _notes(reflection)
         + "# Your job\nImprove the score with ONE targeted change: "
-        f"{idea}. Return the whole updated model code."
+        f"{improve_change(proposal, journal)}. Return the whole updated model code."
     )
     return _prompt(ctx, tail, proposal, ctx.max_tokens)
 
@@ -423,9 +432,13 @@ def reflect_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal) -> Ch
                 + "\n# Your job\nDo not write code. In at most three short sentences: what "
                 "caused this error, and what exactly must change to fix it?")
     else:
+        # The step itself is told which change to make (the idea pools keep siblings apart),
+        # so the reflection plans that change instead of proposing a competing one.
         tail = (_current(ctx, journal, proposal.parent_id)
-                + "# Your job\nDo not write code. In at most three short sentences: what most "
-                "limits this score, and which one change would most likely improve it?")
+                + "# Your job\nThe next step will make this change: "
+                f"{improve_change(proposal, journal)}. Do not write code. In at most three "
+                "short sentences: what limits this score, and how exactly should this change "
+                "be made to this code (which columns, parameters, values)?")
     return _prompt(ctx, tail, proposal, REFLECT_TOKENS, tag=Operator.REFLECT)
 
 

@@ -140,6 +140,12 @@ def test_reflect_prompts_and_reflection_in_the_next_prompt() -> None:
     improve = reflect_prompt(CTX, Proposal(Operator.IMPROVE, "a"), j)
     assert "valid rmse = -5" in improve.messages[-1]["content"]
     assert "limits this score" in improve.messages[-1]["content"]
+    # It plans the very change the improve step will be asked for, not a competing one.
+    change = build_prompt(CTX, Proposal(Operator.IMPROVE, "a"), j).messages[-1]["content"]
+    idea = change.split("ONE targeted change: ")[1].split(". Return")[0]
+    assert f"The next step will make this change: {idea}." in improve.messages[-1]["content"]
+    hinted = reflect_prompt(CTX, Proposal(Operator.IMPROVE, "a", hint="drop column x"), j)
+    assert "make this change: drop column x." in hinted.messages[-1]["content"]
     # The reflection prompt shares the code prompts' prefix (same KV cache).
     code_prompt = build_prompt(CTX, Proposal(Operator.DEBUG, "b"), j)
     head = code_prompt.messages[-1]["content"].split("# Model code that failed")[0]

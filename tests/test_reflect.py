@@ -47,6 +47,10 @@ def test_reflection_precedes_debug_and_improve(tmp_path: Path) -> None:
         said = len(reflections[row.reflection].split()) + len(row.reply.split())
         assert row.completion_tokens == said
         assert row.prompt_tokens > len(prompt.split())
+    # The change an improve step reflected on is pinned as its hint and is the one it is asked
+    # for, even if a sibling finished between the two calls.
+    for row in stepped[stepped.operator == "improve"].itertuples():
+        assert row.hint and f"ONE targeted change: {row.hint}." in _user_prompt(row.prompt)
     drafts = rows[rows.operator == "draft"]
     assert (drafts.reflection == "").all()
     assert (drafts.completion_tokens == drafts.reply.str.split().str.len()).all()
