@@ -55,7 +55,7 @@ def _task_name(manifest: dict[str, Any]) -> str:
             f"{manifest.get('metric')})")
 
 
-def _runs_in(path: Path) -> list[Path]:
+def runs_in(path: Path) -> list[Path]:
     """A run directory, or every run directory below a folder (benchmarks nest them)."""
     if (path / "manifest.json").is_file():
         return [path]
@@ -125,7 +125,7 @@ def export_sft(run_dirs: Iterable[Path], out: Path, fmt: str = "sharegpt",
     given = list(run_dirs)
     if not given:
         raise UserError("no run directories given; pass some, e.g. runs/*")
-    dirs = [run for path in given for run in _runs_in(path)]
+    dirs = [run for path in given for run in runs_in(path)]
     if not out.parent.is_dir():
         raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
     skipped: Counter[str] = Counter()

@@ -66,9 +66,8 @@ class GreedyPolicy:
         ]
         if debuggable and self._rng.random() < self.debug_prob:
             leaf = self._rng.choice(debuggable)
-            depth = journal.debug_depth(leaf.node_id) + 1
-            # Seed 002: a debug that failed once needs a different idea, so sample wider.
-            temperature = min(1.2, self.base_temperature + 0.15 * depth)
+            temperature = debug_temperature(self.base_temperature,
+                                            journal.debug_depth(leaf.node_id) + 1)
             return Proposal(Operator.DEBUG, leaf.node_id, temperature)
         # An ensemble is the engine's code, not something to hand the LLM to edit.
         best = max((n for n in journal.eligible_nodes if n.operator is not Operator.ENSEMBLE),
@@ -83,6 +82,12 @@ class GreedyPolicy:
             return Proposal(Operator.DEBUG, leaf.node_id, self.base_temperature)
         return Proposal(Operator.DRAFT, None, self.base_temperature,
                         draft_idea(n_drafts))
+
+
+def debug_temperature(base: float, depth: int) -> float:
+    """Sampling temperature of the `depth`-th debug step in a row (seed 002: a debug that
+    failed once needs a different idea, so sample wider)."""
+    return min(1.2, base + 0.15 * depth)
 
 
 @register("greedy")

@@ -1,0 +1,131 @@
+"""benchmarks.debug_pairs: failed nodes of real runs debugged in both arms, run in the real
+sandbox and scored; an LLM that only fixes code when its prompt holds a reflection must show
+up as reflect fixing every parent and plain none."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from benchmarks.debug_pairs import (
+    load_cases,
+    main,
+    read_attempts,
+    replay,
+    sign_test,
+    spread,
+    summary,
+    table,
+    wilson,
+)
+from engine.run import main as run_main
+from search.chat import ChatPrompt, Reply
+from tests.test_full_loop import make_data
+
+GOOD = ("Linear model.\n```python\nfrom sklearn.linear_model import Ridge\n\n\n"
+        "def fit_predict(X, y, X_valid, X_test):\n"
+        "    X, X_valid, X_test = prepare(X, X_valid, X_test)\n"
+        "    model = Ridge().fit(X, y)\n"
+        "    return model.predict(X_valid), model.predict(X_test)\n```\n")
+BAD = GOOD.replace("prepare(X, X_valid, X_test)\n",
+                   "prepare(X, X_valid, X_test)\n    X = X[['no_such_column']]\n")
+BAD2 = BAD.replace("Ridge()", "Ridge(alpha=2.0)")  # a second, distinct failed draft
+NOTE = "The column no_such_column does not exist: use every prepared column."
+
+
+class NeedsNotes:
+    """Fixes the code only when the debug prompt carries a reflection."""
+
+    model = "fake"
+
+    def __init__(self) -> None:
+        self.prompts: list[ChatPrompt] = []
+
+    def generate(self, prompts: list[ChatPrompt]) -> list[Reply]:
+        self.prompts.extend(prompts)
+        (prompt,) = prompts
+        text = prompt.messages[-1]["content"]
+        if prompt.tag == "reflect":
+            reply = NOTE
+        else:
+            reply = GOOD if "# Your notes on this code" in text else BAD
+        return [Reply(reply, len(text.split()), len(reply.split()), 0.01, self.model)]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real run whose two drafts failed (and whose debug steps failed too)."""
+    tmp = tmp_path_factory.mktemp("pairs")
+    make_data(tmp / "train.csv")
+    (tmp / "replies.json").write_text(json.dumps({"draft": [BAD, BAD2], "debug": [BAD]}))
+    (tmp / "task.yaml").write_text("num_drafts: 2\ndebug_prob: 1.0\n")
+    assert run_main(["--data", str(tmp / "train.csv"), "--target", "y", "--llm",
+                     f"scripted:{tmp / 'replies.json'}", "--max-nodes", "3", "--executors",
+                     "1", "--no-baseline", "--quiet", "--out", str(tmp / "runs"),
+                     "--task", str(tmp / "task.yaml")]) == 0
+    return tmp / "runs"
+
+
+def test_reflection_that_helps_shows_in_every_pair(runs: Path, tmp_path: Path) -> None:
+    cases = load_cases([runs])
+    # The two drafts and the debug step failed with code; identical code counts once.
+    assert len(cases) == 2
+    assert {c.parent.operator.value for c in cases} == {"draft"}
+    llm = NeedsNotes()
+    attempts = replay(cases, llm, tmp_path, samples=2)
+    assert len(attempts) == 2 * 2 * 2
+    for a in attempts:
+        assert a["fixed"] == (a["arm"] == "reflect"), a
+        assert (a["metric_raw"] is not None) == a["fixed"]
+        assert (a["reflection"] == NOTE) == (a["arm"] == "reflect")
+    # Plain failed twice: the second time the reply parsed, so the failure is the KeyError.
+    assert all("no_such_column" in a["error"] for a in attempts if a["arm"] == "plain")
+    # A reflect attempt is two calls, the same prefix, then the debug prompt with the note.
+    debug_prompts = [p for p in llm.prompts if p.tag == "debug"]
+    assert len(debug_prompts) == 8 and len([p for p in llm.prompts if p.tag == "reflect"]) == 4
+    s = summary(attempts)
+    assert (s["parents"], s["reflect_better"], s["reflect_worse"]) == (2, 2, 0)
+    assert s["p_value"] == pytest.approx(0.5)
+    text = table(attempts)
+    assert "| **all** | 2 | 0/4 (0%;" in text and "| 4/4 (100%;" in text
+    # Resume: nothing is asked again.
+    before = len(llm.prompts)
+    assert replay(cases, llm, tmp_path, samples=2) == read_attempts(tmp_path / "attempts.jsonl")
+    assert len(llm.prompts) == before
+
+
+def test_cli_with_a_scripted_llm_and_bad_input(runs: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps({"reflect": [NOTE], "debug": [GOOD]}))
+    out = tmp_path / "out"
+    assert main([str(runs), "--llm", f"scripted:{replies}", "--max-parents", "1",
+                 "--out", str(out)]) == 0
+    attempts = read_attempts(out / "attempts.jsonl")
+    assert [a["arm"] for a in attempts] == ["plain", "reflect"]
+    assert all(a["fixed"] for a in attempts)
+    assert "| **all** | 1 | 1/1" in (out / "debug_pairs.md").read_text()
+    capsys.readouterr()
+    assert main([str(tmp_path / "replies.json"), "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert main([str(runs), "--samples", "0"]) == 2
+
+
+def test_statistics() -> None:
+    assert sign_test(0, 0) == 1.0
+    assert sign_test(5, 0) == pytest.approx(2 / 32)
+    assert sign_test(3, 3) == 1.0
+    low, high = wilson(5, 10)
+    assert low == pytest.approx(0.2366, abs=1e-3) and high == pytest.approx(0.7634, abs=1e-3)
+    assert wilson(0, 0) == (0.0, 1.0)
+
+
+def test_spread_takes_tasks_in_turn(runs: Path) -> None:
+    a1, a2 = load_cases([runs])
+    b1 = replace(a1, task_name="other")
+    assert spread([a1, a2, b1], 2) == [a1, b1]
+    assert spread([a1, a2, b1], None) == [a1, b1, a2]
