@@ -35,10 +35,20 @@ SYSTEM = (
 MODEL_START = "# ---- model code (written by the LLM) ----"
 MODEL_END = "# ---- end of model code ----"
 
+_NOT_A_FRAME = (
+    "After a scikit-learn transformer (OneHotEncoder, StandardScaler, SimpleImputer, ...) the data "
+    "is a numpy array or sparse matrix, not a DataFrame. Use `X, X_valid, X_test = prepare(X, "
+    "X_valid, X_test)` instead (it already one-hot encodes and fills missing values), and do "
+    "any pandas work before it.")
+_NO_LABELS = (
+    "X_valid and X_test come without labels (the engine scores them on hidden labels): delete "
+    "every metric computation and return the predictions.")
+
 # Seed 002 / issue 10: API drift that small models trip over, keyed by a marker in the error.
 API_HINTS = (
     ("squared", "In scikit-learn >= 1.6 `mean_squared_error` has no `squared=` argument: "
-     "use `sklearn.metrics.root_mean_squared_error(y, p)` or `np.sqrt(mean_squared_error(y, p))`."),
+     "use `sklearn.metrics.root_mean_squared_error(y, p)` or `np.sqrt(mean_squared_error(y, p))`; "
+     "better, compute no metric at all: the engine scores the predictions."),
     ("early_stopping_rounds", "In lightgbm >= 4 `fit()` takes no `early_stopping_rounds` or "
      "`verbose`: pass `callbacks=[lightgbm.early_stopping(50), lightgbm.log_evaluation(0)]`."),
     ("verbose", "In lightgbm >= 4 `fit()` takes no `verbose=`: drop it or use "
@@ -63,6 +73,17 @@ API_HINTS = (
     ("cannot import name", "That name does not exist in the installed version: import it from "
      "the right module or use another approach."),
     ("is not defined", "Define or import every name you use inside the model code."),
+    # Failures measured in lite-suite runs (2026-11-24) that the hints above missed.
+    *((marker, _NOT_A_FRAME) for marker in (
+        "'numpy.ndarray' object has no attribute", "'csr_matrix' object has no attribute",
+        "cannot concatenate object of type '<class 'scipy.sparse",
+        "cannot concatenate object of type '<class 'numpy.ndarray")),
+    *((f"name '{name}' is not defined", _NO_LABELS) for name in (
+        "y_valid", "y_val", "y_test", "y_true")),
+    ("def prepare(", "`prepare` is already defined by the engine: call it, and never define a "
+     "function named `prepare` yourself."),
+    ("Parameter grid for parameter", "Every value of a GridSearchCV param_grid must be a list "
+     "(`{'max_depth': [3, 5]}`); fixed settings go into the estimator itself."),
 )
 
 
@@ -770,7 +791,8 @@ def _insight_items(data: object) -> list[str]:
 
 
 def api_hints(error_text: str) -> list[str]:
-    return [hint for marker, hint in API_HINTS if marker in error_text]
+    """The hints whose marker is in the error, each once, in API_HINTS order."""
+    return list(dict.fromkeys(hint for marker, hint in API_HINTS if marker in error_text))
 
 
 _SELF_REPORTED = re.compile(

@@ -132,5 +132,14 @@ def test_repair_prompt_appends_the_problem() -> None:
 def test_api_hints_and_self_reported() -> None:
     assert api_hints("fit() got an unexpected keyword argument 'early_stopping_rounds'")
     assert api_hints("all good") == []
+    # Measured failures of the 1.5B model: transformer output used as a DataFrame, a metric on
+    # labels that do not exist, a home-made prepare() that calls itself.
+    frame = api_hints("AttributeError: 'csr_matrix' object has no attribute 'fillna'\n"
+                      "AttributeError: 'numpy.ndarray' object has no attribute 'fillna'")
+    assert len(frame) == 1 and "prepare(X, X_valid, X_test)" in frame[0]
+    assert any("without labels" in h for h in
+               api_hints("NameError: name 'y_valid' is not defined. Did you mean: 'X_valid'?"))
+    assert any("never define" in h for h in api_hints(
+        "RecursionError: maximum recursion depth exceeded (line 47: def prepare(X, X_valid):)"))
     assert self_reported_metric("train done\nValidation RMSE: 5.25\n") == 5.25
     assert self_reported_metric("nothing") is None
