@@ -59,7 +59,7 @@ ARMS = ("plain", "reflect")
 BASE_TEMPERATURE = 0.7  # the greedy policy's default
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: it holds DataFrames
 class Case:
     """One failed node to debug, with what its prompts need."""
 
@@ -94,17 +94,18 @@ def load_cases(paths: Sequence[Path]) -> list[Case]:
 
 
 def spread(cases: list[Case], limit: int | None) -> list[Case]:
-    """At most `limit` cases, taken round-robin over tasks so every task is represented."""
+    """At most `limit` cases, taken round-robin over tasks so every task is represented, then
+    grouped by task: consecutive prompts of one task share their prefix in llama.cpp's cache."""
     by_task: dict[str, list[Case]] = {}
     for case in cases:
         by_task.setdefault(case.task_name, []).append(case)
-    queues = list(by_task.values())
+    queues = [list(q) for q in by_task.values()]
     chosen: list[Case] = []
     while any(queues) and (limit is None or len(chosen) < limit):
         for queue in queues:
             if queue and (limit is None or len(chosen) < limit):
                 chosen.append(queue.pop(0))
-    return chosen
+    return [case for group in by_task.values() for case in group if case in chosen]
 
 
 def _ask(llm: LLM, prompt: ChatPrompt, spent: dict[str, float]) -> Reply:

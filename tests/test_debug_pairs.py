@@ -127,5 +127,6 @@ def test_statistics() -> None:
 def test_spread_takes_tasks_in_turn(runs: Path) -> None:
     a1, a2 = load_cases([runs])
     b1 = replace(a1, task_name="other")
-    assert spread([a1, a2, b1], 2) == [a1, b1]
-    assert spread([a1, a2, b1], None) == [a1, b1, a2]
+    assert spread([a1, b1, a2], 2) == [a1, b1]
+    # Grouped by task, in the order tasks first appear.
+    assert spread([a1, b1, a2], None) == [a1, a2, b1]
