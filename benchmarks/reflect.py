@@ -10,6 +10,7 @@ whose code ran ok, of debug steps whose code ran ok, and of improve steps that b
 parent's valid score. Steps stopped at the budget deadline or lost to a worker are left out of
 these counts (they never got their chance). Also reported: nodes, tokens per node (a reflection
 costs a call) and the test score of the node the run handed over.
+The **all** rows give 95% Wilson intervals of the pooled shares.
 Prints a markdown table and writes it, with the raw numbers as JSON, under --out, after every
 run: run again with the same --out and it resumes, skipping the (task, seed, arm) runs already
 there.
@@ -27,6 +28,7 @@ import pandas as pd
 
 from benchmarks.datasets import suite
 from benchmarks.slice import run_engine, saved_results
+from benchmarks.stats import wilson
 from engine.store import RunStore
 from search.errors import UserError, exit_code
 
@@ -66,8 +68,13 @@ def measure(task: str, seed: int, arm: str, run_dir: Path) -> dict[str, Any]:
     }
 
 
-def _share(part: int, whole: int) -> str:
-    return f"{part}/{whole} ({part / whole:.0%})" if whole else "0/0"
+def _share(part: int, whole: int, interval: bool = False) -> str:
+    if not whole:
+        return "0/0"
+    if not interval:
+        return f"{part}/{whole} ({part / whole:.0%})"
+    low, high = wilson(part, whole)
+    return f"{part}/{whole} ({part / whole:.0%}; {low:.0%}–{high:.0%})"
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -88,9 +95,9 @@ def table(results: list[dict[str, Any]]) -> str:
             total = {k: sum(r.get(k, 0) for r in mine) for k in
                      ("drafts_ok", "drafts", "debug_fixed", "debugs", "improved", "improves",
                       "nodes")}
-            drafts = _share(total["drafts_ok"], total["drafts"])
-            debugs = _share(total["debug_fixed"], total["debugs"])
-            improves = _share(total["improved"], total["improves"])
+            drafts = _share(total["drafts_ok"], total["drafts"], interval=True)
+            debugs = _share(total["debug_fixed"], total["debugs"], interval=True)
+            improves = _share(total["improved"], total["improves"], interval=True)
             lines.append(f"| **all** | | **{arm}** | {drafts} | {debugs} | {improves} | "
                          f"{total['nodes']} | | |")
     return "\n".join(lines)

@@ -15,12 +15,11 @@ from benchmarks.debug_pairs import (
     main,
     read_attempts,
     replay,
-    sign_test,
     spread,
     summary,
     table,
-    wilson,
 )
+from benchmarks.stats import sign_test, wilson
 from engine.run import main as run_main
 from search.chat import ChatPrompt, Reply
 from tests.test_full_loop import make_data
