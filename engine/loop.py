@@ -449,7 +449,7 @@ class SearchLoop:
             self._on_insights(job, reply)
             return
         if job.proposal.operator is Operator.ANALYZE:
-            parsed = parse_analysis(reply.text)
+            parsed = parse_analysis(reply.text, self.ctx)
         else:
             parsed = parse_reply(reply.text, self.ctx)
         job.plan = parsed.plan or job.plan

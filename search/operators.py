@@ -561,25 +561,38 @@ ANALYST_SYSTEM = (
     "You are a careful data analyst. You write short, correct pandas scripts that print "
     "facts about a dataset. Reply with one ```python code block."
 )
-ANALYSIS_HEAD = "import numpy as np\nimport pandas as pd\n\n"
+_ANALYSIS_IMPORTS = "import numpy as np\nimport pandas as pd\n"
 FINDINGS_CHARS = 1500  # what the findings may add to every later prompt
 ANALYSIS_TOKENS = 700
 
 
+def analysis_head(ctx: TaskContext) -> str:
+    """What every exploration script starts with. Loading is done for the model: in lite-suite
+    runs (2026-11-24) 4 of 11 scripts the 1.5B model wrote used `df` without reading it."""
+    return (
+        f"{_ANALYSIS_IMPORTS}\n"
+        'df = pd.read_csv("input/train.csv")\n'
+        f"target = {ctx.target!r}\n"
+        'numeric = df.select_dtypes("number").drop(columns=[target], errors="ignore")\n\n'
+    )
+
+
 def _analysis_facts(ctx: TaskContext) -> str:
+    # Each fact names the pandas expression that gets it: the small model otherwise calls
+    # groupby().mean() on text columns or sort_values() on a DataFrame (measured failures).
     if ctx.task_type == "regression":
-        target = (f"- skew of `{ctx.target}` and its 5 quantiles (0, 0.25, 0.5, 0.75, 1);\n"
-                  f"- the 5 numeric columns most correlated with `{ctx.target}` (absolute "
-                  "Pearson correlation);\n")
+        target = ("- skew of the target and its quantiles: `df[target].skew()`, "
+                  "`df[target].quantile([0, 0.25, 0.5, 0.75, 1])`;\n"
+                  "- the 5 numeric columns most correlated with the target: "
+                  "`numeric.corrwith(df[target]).abs().sort_values(ascending=False).head(5)`;\n")
     else:
-        target = (f"- the share of each class of `{ctx.target}` "
-                  "(value_counts(normalize=True));\n"
-                  "- the 5 numeric columns whose mean differs most between classes "
-                  "(groupby the target, then the spread of the means divided by the "
-                  "column's std);\n")
+        target = ("- the share of each class: `df[target].value_counts(normalize=True)`;\n"
+                  "- the 5 numeric columns whose mean differs most between classes: "
+                  "`(numeric.groupby(df[target]).mean().std() / numeric.std())"
+                  ".sort_values(ascending=False).head(5)`;\n")
     return (
         target
-        + "- the columns with missing values and their share of rows;\n"
+        + "- the columns with missing values and their share of rows (only those with any);\n"
         "- text columns with more than 20 distinct values, and how many each has;\n"
         "- numeric columns with strong skew (|skew| > 2), constant columns, and columns that "
         "look like row ids (a distinct value in every row).\n"
@@ -591,15 +604,18 @@ def analysis_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal) -> C
     if proposal.parent_id is None:
         job = (
             "# Your job\nWrite a short Python script that explores the training data before "
-            "anyone models it. Read it with `df = pd.read_csv(\"input/train.csv\")` (the target "
-            f"column is `{ctx.target}`) and print, one short line per fact, at most 30 lines:\n"
+            "anyone models it. Already defined for you: `df` (input/train.csv), `target` (the "
+            f"name of the target column, `{ctx.target}`), `numeric` (df's numeric columns "
+            "without the target), `pd` and `np`. Print, one short labelled line per fact, at "
+            "most 30 lines:\n"
             + _analysis_facts(ctx)
-            + "Do not train models, do not plot, do not write files. pandas is imported as pd "
-            "and numpy as np."
+            + "Print only the columns that meet a condition, never a whole DataFrame. Do not "
+            "train models, do not plot, do not write files."
         )
     else:
         job = (_failure(journal, proposal.parent_id, "Analysis script")
-               + "\n# Your job\nFix the script. Return the whole corrected script.")
+               + "\n# Your job\nFix the script. `df`, `target`, `numeric`, `pd` and `np` are "
+               "already defined. Return the whole corrected script.")
     return ChatPrompt(
         messages=[
             {"role": "system", "content": ANALYST_SYSTEM},
@@ -612,18 +628,21 @@ def analysis_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal) -> C
     )
 
 
-def parse_analysis(text: str) -> Parsed:
-    """The exploration script of a reply: the longest fenced block, run as it is after a
-    fixed head that imports pandas and numpy."""
+def parse_analysis(text: str, ctx: TaskContext) -> Parsed:
+    """The exploration script of a reply: the longest fenced block, run as it is after
+    `analysis_head` (imports, the data loaded)."""
     blocks = [b for b in _FENCE.findall(text) if b.strip()]
     code = max(blocks, key=len) if blocks else text
     plan = _one_line(text[: text.find("```")], 400) if blocks else ""
     code = code.strip()
     if not code:
         return Parsed(plan, "", "Your reply contained no code.")
-    if code.startswith(ANALYSIS_HEAD.strip()):
-        code = code[len(ANALYSIS_HEAD.strip()):].strip()
-    script = ANALYSIS_HEAD + code + "\n"
+    head = analysis_head(ctx)
+    for known in (head.strip(), _ANALYSIS_IMPORTS.strip()):  # a model may repeat the head
+        if code.startswith(known):
+            code = code[len(known):].strip()
+            break
+    script = head + code + "\n"
     try:
         ast.parse(script)
     except SyntaxError as exc:

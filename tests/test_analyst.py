@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from engine.run import main
+from engine.run import main, task_context
 from engine.task import TaskSpec, prepare_task
 from sandbox import Limits, run_script
 from search.operators import parse_analysis, trim_findings
@@ -17,9 +17,8 @@ from tests.test_full_loop import SCRIPT, make_data
 
 ANALYSIS = (
     "Look at the data first.\n```python\n"
-    'df = pd.read_csv("input/train.csv")\n'
-    'print("rows:", len(df))\n'
-    'corr = df.corr()["y"].drop("y").abs().sort_values(ascending=False)\n'
+    'print("rows:", len(df))\n'  # df, target and numeric come from the head
+    'corr = numeric.corrwith(df[target]).abs().sort_values(ascending=False)\n'
     "for col, value in corr.items():\n"
     '    print(f"corr {col} with y: {value:.3f}")\n'
     'print("skew y:", round(float(df["y"].skew()), 2))\n'
@@ -53,7 +52,7 @@ def _user_prompt(row: pd.Series) -> str:
 def test_analysis_script_runs_in_the_sandbox(tmp_path: Path) -> None:
     make_data(tmp_path / "train.csv")
     task = prepare_task(TaskSpec(tmp_path / "train.csv", "y", None, None, ""))
-    parsed = parse_analysis(ANALYSIS)
+    parsed = parse_analysis(ANALYSIS, task_context(task, 0))
     assert parsed.problem == ""
     result = run_script(parsed.code, task.inputs(), Limits(wall_seconds=60))
     assert result.status == "ok", result.stderr_tail

@@ -8,11 +8,11 @@ from dataclasses import replace
 from search.journal import Journal
 from search.node import Node, Operator, Status
 from search.operators import (
-    ANALYSIS_HEAD,
     FINDINGS_CHARS,
     REFLECT_TOKENS,
     TaskContext,
     analysis_findings,
+    analysis_head,
     build_prompt,
     clean_reflection,
     next_analysis,
@@ -33,7 +33,7 @@ def analysis_node(node_id: str, parent_id: str | None = None, *, ok: bool = True
                   stdout: str = FINDINGS, step: int = 0) -> Node:
     return Node(node_id=node_id, parent_id=parent_id, operator=Operator.ANALYZE,
                 status=Status.OK if ok else Status.BUGGY, step=step,
-                code=ANALYSIS_HEAD + "print(1)\n", code_hash=node_id,
+                code=analysis_head(CTX) + "print(1)\n", code_hash=node_id,
                 error="" if ok else "KeyError: 'strenght' (line 4: df['strenght'])",
                 stdout_tail=stdout if ok else "")
 
@@ -57,11 +57,11 @@ def test_analysis_prompt_first_and_retry() -> None:
     first = build_prompt(CTX, Proposal(Operator.ANALYZE), Journal())
     assert first.tag == "analyze"
     text = first.messages[-1]["content"]
-    assert 'pd.read_csv("input/train.csv")' in text and "`strength`" in text
-    assert "skew" in text and "fit_predict" not in text
+    assert "Already defined for you: `df` (input/train.csv)" in text and "`strength`" in text
+    assert "numeric.corrwith(df[target])" in text and "fit_predict" not in text
     classes = replace(CTX, task_type="binary", target="label")
-    assert "share of each class" in build_prompt(classes, Proposal(Operator.ANALYZE),
-                                                 Journal()).messages[-1]["content"]
+    text = build_prompt(classes, Proposal(Operator.ANALYZE), Journal()).messages[-1]["content"]
+    assert "share of each class" in text and "numeric.groupby(df[target])" in text
     failed = analysis_node("x", ok=False)
     retry = build_prompt(CTX, Proposal(Operator.ANALYZE, "x"), Journal([failed]))
     text = retry.messages[-1]["content"]
@@ -72,17 +72,19 @@ def test_analysis_prompt_first_and_retry() -> None:
 
 
 def test_parse_analysis() -> None:
-    parsed = parse_analysis("Look first.\n```python\ndf = pd.read_csv('input/train.csv')\n"
-                            "print(df.shape)\n```")
+    parsed = parse_analysis("Look first.\n```python\nprint(df.shape)\n```", CTX)
     assert parsed.problem == "" and parsed.plan == "Look first."
-    assert parsed.code.startswith(ANALYSIS_HEAD) and "print(df.shape)" in parsed.code
+    # The head loads the data: a script that uses df without reading it runs.
+    assert parsed.code == analysis_head(CTX) + "print(df.shape)\n"
+    assert "target = 'strength'" in parsed.code
     ast.parse(parsed.code)
-    # A reply that imports pandas itself does not get the head twice.
-    twice = parse_analysis(f"```python\n{ANALYSIS_HEAD}print(1)\n```")
-    assert twice.code.count("import pandas") == 1
-    assert "SyntaxError" in parse_analysis("```python\nprint(\n```").problem
-    assert parse_analysis("").problem == "Your reply contained no code."
-    assert parse_analysis("```python\nX = RandomForestRegressor()\n```").code.count(
+    # A reply that repeats the imports or the whole head does not get them twice.
+    for repeated in ("import numpy as np\nimport pandas as pd\n", analysis_head(CTX)):
+        twice = parse_analysis(f"```python\n{repeated}print(1)\n```", CTX)
+        assert twice.code.count("import pandas") == 1 and twice.code.count("read_csv") == 1
+    assert "SyntaxError" in parse_analysis("```python\nprint(\n```", CTX).problem
+    assert parse_analysis("", CTX).problem == "Your reply contained no code."
+    assert parse_analysis("```python\nX = RandomForestRegressor()\n```", CTX).code.count(
         "from sklearn.ensemble import RandomForestRegressor") == 1
 
 
