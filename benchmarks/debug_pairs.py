@@ -225,10 +225,11 @@ def table(attempts: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _llm(spec: str) -> LLM:
+def in_process_llm(spec: str) -> LLM:
+    """An LLM called in this process (no Ray): llama on every core, openai, or scripted."""
     kind, _ = parse_spec(spec)
     if kind == "vllm":
-        raise UserError("benchmarks.debug_pairs calls its LLM in-process: use llama, "
+        raise UserError("this benchmark calls its LLM in-process: use llama, "
                         "openai:BASE_URL#MODEL (e.g. a vLLM server) or scripted:FILE.json")
     options: dict[str, object] = {}
     if kind == "llama":  # nothing else runs while it generates: every core
@@ -260,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError("the runs hold no failed node with code to debug")
         print(f"{len(cases)} failed nodes x {args.samples} sample(s) x {len(ARMS)} arms",
               flush=True)
-        attempts = replay(cases, _llm(args.llm), args.out, args.samples, args.exec_timeout)
+        attempts = replay(cases, in_process_llm(args.llm), args.out, args.samples,
+                          args.exec_timeout)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_code(exc)

@@ -1,6 +1,7 @@
 """benchmarks.debug_pairs: failed nodes of real runs debugged in both arms, run in the real
 sandbox and scored; an LLM that only fixes code when its prompt holds a reflection must show
-up as reflect fixing every parent and plain none."""
+up as reflect fixing every parent and plain none. Also benchmarks.analysis, which shares its
+in-process LLM."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.analysis import main as analysis_main
 from benchmarks.debug_pairs import (
     load_cases,
     main,
@@ -129,3 +131,22 @@ def test_spread_takes_tasks_in_turn(runs: Path) -> None:
     assert spread([a1, b1, a2], 2) == [a1, b1]
     # Grouped by task, in the order tasks first appear.
     assert spread([a1, b1, a2], None) == [a1, a2, b1]
+
+
+def test_analysis_benchmark_runs_the_scripts(tmp_path: Path) -> None:
+    """benchmarks.analysis: each reply's script runs in the sandbox after the engine's head
+    (so `df` and `target` exist); a script that crashes or prints nothing does not count."""
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps({"analyze": [
+        "```python\nprint('rows', len(df), 'skew', round(df[target].skew(), 2))\n```",
+        "```python\nprint(undefined_frame.shape)\n```",
+        "```python\nx = len(df)\n```"]}))
+    out = tmp_path / "out"
+    assert analysis_main(["--suite", "concrete-strength", "--samples", "3", "--llm",
+                          f"scripted:{replies}", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in (out / "attempts.jsonl").read_text().splitlines()]
+    assert [r["ok"] for r in rows] == [True, False, False]
+    assert rows[0]["findings"].startswith("rows 618 skew")
+    assert "undefined_frame" in rows[1]["error"] and "printed nothing" in rows[2]["error"]
+    assert "| **all** | 1/3 (33%;" in (out / "analysis.md").read_text()
+    assert analysis_main(["--samples", "0", "--out", str(out)]) == 2

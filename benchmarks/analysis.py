@@ -1,0 +1,104 @@
+"""How often does the data analyst's exploration script run (`--analyst`, seed 003)?
+
+    python -m benchmarks.analysis [--suite lite] [--samples 3] [--llm llama] [--out DIR]
+
+For each task of the suite (split as `engine.run` splits it, seed 0), `--samples` first
+attempts of the analysis step: the engine's prompt at the policy's temperature (0.3) with a
+different sampling seed each, the reply parsed as the engine parses it (one re-ask when it has
+no usable code), the script run in the sandbox. An attempt succeeds when the script exits 0 and
+prints something: the findings every later prompt would see. Writes `analysis.md` (share per
+task, 95% Wilson interval overall) and `attempts.jsonl` (script, error, findings) under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from actors.llm import LLM
+from benchmarks.datasets import suite
+from benchmarks.debug_pairs import in_process_llm
+from benchmarks.stats import wilson
+from engine.run import task_context
+from engine.task import TaskSpec, prepare_task
+from sandbox import Limits, run_script
+from search.errors import UserError, exit_code
+from search.journal import Journal
+from search.node import Operator
+from search.operators import analysis_prompt, parse_analysis, repair_prompt, trim_findings
+from search.policy import Proposal
+
+ANALYSIS_SECONDS = 120.0  # what the engine gives an analysis script
+
+
+def attempts(task_name: str, data: Path, target: str, llm: LLM, samples: int,
+             ) -> list[dict[str, Any]]:
+    task = prepare_task(TaskSpec(data, target, None, None, ""))
+    ctx = task_context(task, 0)
+    rows = []
+    for sample in range(samples):
+        prompt = replace(analysis_prompt(ctx, Proposal(Operator.ANALYZE, None, 0.3), Journal()),
+                         seed=1 + sample)
+        (reply,) = llm.generate([prompt])
+        parsed = parse_analysis(reply.text, ctx)
+        if parsed.problem:
+            (reply,) = llm.generate([repair_prompt(prompt, reply.text, parsed.problem)])
+            parsed = parse_analysis(reply.text, ctx)
+        error, findings = parsed.problem, ""
+        if not parsed.problem:
+            result = run_script(parsed.code, task.inputs(),
+                                Limits(wall_seconds=ANALYSIS_SECONDS))
+            findings = trim_findings(result.stdout_tail)
+            error = result.error if result.status != "ok" else (
+                "" if findings else "the analysis script printed nothing")
+        rows.append({"task": task_name, "sample": sample, "ok": not error, "error": error[:300],
+                     "findings": findings, "code": parsed.code})
+        print(f"{task_name} #{sample}: {'ok' if not error else error[:100]}", flush=True)
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| task | scripts that ran and printed |", "|---|---|"]
+    for name in dict.fromkeys(r["task"] for r in rows):
+        mine = [r for r in rows if r["task"] == name]
+        lines.append(f"| {name} | {sum(r['ok'] for r in mine)}/{len(mine)} |")
+    k, n = sum(r["ok"] for r in rows), len(rows)
+    low, high = wilson(k, n)
+    lines.append(f"| **all** | {k}/{n} ({k / n:.0%}; 95% CI {low:.0%}–{high:.0%}) |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", default="lite", help="suite name or comma-separated datasets")
+    parser.add_argument("--samples", type=int, default=3,
+                        help="first attempts per task (default 3)")
+    parser.add_argument("--llm", default="llama", help="LLM spec (default: embedded model)")
+    parser.add_argument("--out", type=Path, default=Path("runs/analysis"),
+                        help="where analysis.md and attempts.jsonl go")
+    args = parser.parse_args(argv)
+    try:
+        if args.samples < 1:
+            raise UserError("--samples must be at least 1")
+        datasets = suite(args.suite)
+        llm = in_process_llm(args.llm)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exit_code(exc)
+    rows = []
+    for dataset in datasets:
+        rows += attempts(dataset.name, dataset.path, dataset.target, llm, args.samples)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "attempts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = table(rows)
+    (args.out / "analysis.md").write_text(text + "\n")
+    print(text, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
