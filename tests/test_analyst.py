@@ -22,6 +22,7 @@ ANALYSIS = (
     "for col, value in corr.items():\n"
     '    print(f"corr {col} with y: {value:.3f}")\n'
     'print("skew y:", round(float(df["y"].skew()), 2))\n'
+    'df[target].count()\n'  # notebook style: a bare expression shows its value
     "```\n"
 )
 BROKEN = "```python\nprint(undefined_frame.shape)\n```\n"
@@ -59,6 +60,7 @@ def test_analysis_script_runs_in_the_sandbox(tmp_path: Path) -> None:
     assert result.valid_csv is None  # an analysis writes no submission, and needs none
     facts = trim_findings(result.stdout_tail)
     assert facts.splitlines()[0] == f"rows: {len(task.train)}"
+    assert facts.splitlines()[-1] == str(len(task.train))
     # y = 3 a^2 + b: b is linearly correlated with y, c is noise.
     corr = {line.split()[1]: float(line.split()[-1]) for line in facts.splitlines()
             if line.startswith("corr")}

@@ -82,6 +82,13 @@ def test_parse_analysis() -> None:
     for repeated in ("import numpy as np\nimport pandas as pd\n", analysis_head(CTX)):
         twice = parse_analysis(f"```python\n{repeated}print(1)\n```", CTX)
         assert twice.code.count("import pandas") == 1 and twice.code.count("read_csv") == 1
+    # Notebook-style bare expressions show their values; prints, strings and nested
+    # expressions stay as they are.
+    shown = parse_analysis("```python\n'about'\ndf.shape\nprint(1)\nfor c in df:\n"
+                           "    c\n(df[target]\n .skew())\n```", CTX).code
+    assert shown.endswith("'about'\n_show(df.shape)\nprint(1)\nfor c in df:\n    c\n"
+                          "_show((df[target]\n .skew()))\n")
+    assert "def _show(value):" in analysis_head(CTX)
     assert "SyntaxError" in parse_analysis("```python\nprint(\n```", CTX).problem
     assert parse_analysis("", CTX).problem == "Your reply contained no code."
     assert parse_analysis("```python\nX = RandomForestRegressor()\n```", CTX).code.count(
