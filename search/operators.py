@@ -584,9 +584,10 @@ def analysis_head(ctx: TaskContext) -> str:
 
 
 def _show_bare_expressions(code: str) -> str:
-    """Wrap each top-level expression statement (other than a string or a print call) in
-    `_show(...)`: a small model writes exploration notebook-style, and 5 of 18 measured scripts
-    printed nothing because their facts were bare expressions."""
+    """Wrap each top-level expression statement (other than a string, a print or a `_show`
+    call) in `_show(...)`: a small model writes exploration notebook-style, and 5 of 18 measured
+    scripts printed nothing because their facts were bare expressions. A retry shows the model
+    its wrapped script, which it copies: wrapping again would show None."""
     tree = ast.parse(code)
     source = code.encode()
     starts = [0]
@@ -599,7 +600,7 @@ def _show_bare_expressions(code: str) -> str:
         value = stmt.value
         if isinstance(value, ast.Constant) or (
                 isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
-                and value.func.id == "print"):
+                and value.func.id in ("print", _SHOW)):
             continue
         # AST offsets count UTF-8 bytes: splice the encoded source
         edits.append((starts[stmt.lineno - 1] + stmt.col_offset,

@@ -15,6 +15,7 @@ from search.operators import (
     analysis_head,
     build_prompt,
     clean_reflection,
+    model_part,
     next_analysis,
     parse_analysis,
     reflect_prompt,
@@ -89,6 +90,9 @@ def test_parse_analysis() -> None:
     assert shown.endswith("'about'\n_show(df.shape)\nprint(1)\nfor c in df:\n    c\n"
                           "_show((df[target]\n .skew()))\n")
     assert "def _show(value):" in analysis_head(CTX)
+    # A retry's reply copies the wrapped script it was shown: no second wrapping.
+    again = parse_analysis(f"```python\n{model_part(shown)}```", CTX).code
+    assert again == shown
     assert "SyntaxError" in parse_analysis("```python\nprint(\n```", CTX).problem
     assert parse_analysis("", CTX).problem == "Your reply contained no code."
     assert parse_analysis("```python\nX = RandomForestRegressor()\n```", CTX).code.count(
