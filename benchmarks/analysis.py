@@ -21,18 +21,22 @@ from typing import Any
 
 from actors.llm import LLM
 from benchmarks.datasets import suite
-from benchmarks.debug_pairs import in_process_llm
-from benchmarks.stats import wilson
+from benchmarks.debug_pairs import ask_code, in_process_llm
+from benchmarks.stats import share
+from engine.loop import ANALYSIS_SECONDS
 from engine.run import task_context
 from engine.task import TaskSpec, prepare_task
 from sandbox import Limits, run_script
 from search.errors import UserError, exit_code
 from search.journal import Journal
 from search.node import Operator
-from search.operators import analysis_prompt, parse_analysis, repair_prompt, trim_findings
+from search.operators import (
+    analysis_prompt,
+    parse_analysis,
+    silent_analysis_error,
+    trim_findings,
+)
 from search.policy import Proposal
-
-ANALYSIS_SECONDS = 120.0  # what the engine gives an analysis script
 
 
 def attempts(task_name: str, data: Path, target: str, llm: LLM, samples: int,
@@ -43,18 +47,15 @@ def attempts(task_name: str, data: Path, target: str, llm: LLM, samples: int,
     for sample in range(samples):
         prompt = replace(analysis_prompt(ctx, Proposal(Operator.ANALYZE, None, 0.3), Journal()),
                          seed=1 + sample)
-        (reply,) = llm.generate([prompt])
-        parsed = parse_analysis(reply.text, ctx)
-        if parsed.problem:
-            (reply,) = llm.generate([repair_prompt(prompt, reply.text, parsed.problem)])
-            parsed = parse_analysis(reply.text, ctx)
+        parsed = ask_code(llm, prompt, lambda text: parse_analysis(text, ctx),
+                          {"tokens": 0.0, "llm_seconds": 0.0})
         error, findings = parsed.problem, ""
         if not parsed.problem:
             result = run_script(parsed.code, task.inputs(),
                                 Limits(wall_seconds=ANALYSIS_SECONDS))
             findings = trim_findings(result.stdout_tail)
-            error = result.error if result.status != "ok" else (
-                "" if findings else "the analysis script printed nothing")
+            error = result.error if result.status != "ok" else silent_analysis_error(
+                result.stdout_tail)
         rows.append({"task": task_name, "sample": sample, "ok": not error, "error": error[:300],
                      "findings": findings, "code": parsed.code})
         print(f"{task_name} #{sample}: {'ok' if not error else error[:100]}", flush=True)
@@ -62,13 +63,11 @@ def attempts(task_name: str, data: Path, target: str, llm: LLM, samples: int,
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| task | scripts that ran and printed |", "|---|---|"]
+    lines = ["| task | scripts that ran and printed (all: 95% CI) |", "|---|---|"]
     for name in dict.fromkeys(r["task"] for r in rows):
         mine = [r for r in rows if r["task"] == name]
         lines.append(f"| {name} | {sum(r['ok'] for r in mine)}/{len(mine)} |")
-    k, n = sum(r["ok"] for r in rows), len(rows)
-    low, high = wilson(k, n)
-    lines.append(f"| **all** | {k}/{n} ({k / n:.0%}; 95% CI {low:.0%}–{high:.0%}) |")
+    lines.append(f"| **all** | {share(sum(r['ok'] for r in rows), len(rows))} |")
     return "\n".join(lines)
 
 

@@ -26,13 +26,13 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from actors.llm import LLM, make_llm, parse_spec
-from benchmarks.stats import sign_test, wilson
+from benchmarks.stats import share, sign_test
 from engine.export import runs_in
 from engine.outputs import load_run
 from engine.run import task_context
@@ -45,6 +45,7 @@ from search.greedy import debug_temperature
 from search.journal import Journal
 from search.node import Node, Operator, Status
 from search.operators import (
+    Parsed,
     TaskContext,
     analysis_findings,
     build_prompt,
@@ -115,6 +116,18 @@ def _ask(llm: LLM, prompt: ChatPrompt, spent: dict[str, float]) -> Reply:
     return reply
 
 
+def ask_code(llm: LLM, prompt: ChatPrompt, parse: Callable[[str], Parsed],
+             spent: dict[str, float]) -> Parsed:
+    """The reply's code as the engine gets it: parsed, and re-asked once before anything runs
+    when it has no usable code."""
+    reply = _ask(llm, prompt, spent)
+    parsed = parse(reply.text)
+    if parsed.problem:
+        reply = _ask(llm, repair_prompt(prompt, reply.text, parsed.problem), spent)
+        parsed = parse(reply.text)
+    return parsed
+
+
 def attempt(case: Case, arm: str, sample: int, llm: LLM, exec_timeout: float) -> dict[str, Any]:
     """One debug step of `case.parent` in `arm`, run and scored as the engine would."""
     parent = case.parent
@@ -128,11 +141,7 @@ def attempt(case: Case, arm: str, sample: int, llm: LLM, exec_timeout: float) ->
         prompt = replace(reflect_prompt(case.ctx, proposal, case.journal), seed=seed)
         reflection = clean_reflection(_ask(llm, prompt, spent).text)
     prompt = replace(build_prompt(case.ctx, proposal, case.journal, reflection), seed=seed)
-    reply = _ask(llm, prompt, spent)
-    parsed = parse_reply(reply.text, case.ctx)
-    if parsed.problem:  # the engine re-asks once before anything runs
-        reply = _ask(llm, repair_prompt(prompt, reply.text, parsed.problem), spent)
-        parsed = parse_reply(reply.text, case.ctx)
+    parsed = ask_code(llm, prompt, lambda text: parse_reply(text, case.ctx), spent)
     status, error, metric_raw, exec_seconds = Status.BUGGY, parsed.problem, None, 0.0
     if not parsed.problem:
         result = run_script(parsed.code, case.task.inputs(),
@@ -183,12 +192,8 @@ def read_attempts(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _share(rows: list[dict[str, Any]]) -> str:
-    k, n = sum(r["fixed"] for r in rows), len(rows)
-    if not n:
-        return "0/0"
-    low, high = wilson(k, n)
-    return f"{k}/{n} ({k / n:.0%}; {low:.0%}–{high:.0%})"
+def _fixed(rows: list[dict[str, Any]]) -> str:
+    return share(sum(r["fixed"] for r in rows), len(rows))
 
 
 def summary(attempts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -216,7 +221,7 @@ def table(attempts: list[dict[str, Any]]) -> str:
             for rows in by_arm.values())
         label = "**all**" if name is None else name
         lines.append(f"| {label} | {len({a['case'] for a in mine})} | "
-                     f"{_share(by_arm['plain'])} | {_share(by_arm['reflect'])} | {tokens} |")
+                     f"{_fixed(by_arm['plain'])} | {_fixed(by_arm['reflect'])} | {tokens} |")
     s = summary(attempts)
     lines.append("")
     lines.append(f"Paired over {s['parents']} parents: reflect fixed more often on "

@@ -28,7 +28,7 @@ import pandas as pd
 
 from benchmarks.datasets import suite
 from benchmarks.slice import run_engine, saved_results
-from benchmarks.stats import wilson
+from benchmarks.stats import share
 from engine.store import RunStore
 from search.errors import UserError, exit_code
 
@@ -68,13 +68,8 @@ def measure(task: str, seed: int, arm: str, run_dir: Path) -> dict[str, Any]:
     }
 
 
-def _share(part: int, whole: int, interval: bool = False) -> str:
-    if not whole:
-        return "0/0"
-    if not interval:
-        return f"{part}/{whole} ({part / whole:.0%})"
-    low, high = wilson(part, whole)
-    return f"{part}/{whole} ({part / whole:.0%}; {low:.0%}–{high:.0%})"
+def _share(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({part / whole:.0%})" if whole else "0/0"
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -95,9 +90,9 @@ def table(results: list[dict[str, Any]]) -> str:
             total = {k: sum(r.get(k, 0) for r in mine) for k in
                      ("drafts_ok", "drafts", "debug_fixed", "debugs", "improved", "improves",
                       "nodes")}
-            drafts = _share(total["drafts_ok"], total["drafts"], interval=True)
-            debugs = _share(total["debug_fixed"], total["debugs"], interval=True)
-            improves = _share(total["improved"], total["improves"], interval=True)
+            drafts = share(total["drafts_ok"], total["drafts"])
+            debugs = share(total["debug_fixed"], total["debugs"])
+            improves = share(total["improved"], total["improves"])
             lines.append(f"| **all** | | **{arm}** | {drafts} | {debugs} | {improves} | "
                          f"{total['nodes']} | | |")
     return "\n".join(lines)

@@ -15,6 +15,14 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def share(k: int, n: int) -> str:
+    """`k/n (p%; low–high)` with the 95% Wilson interval; "0/0" when there is nothing."""
+    if not n:
+        return "0/0"
+    low, high = wilson(k, n)
+    return f"{k}/{n} ({k / n:.0%}; {low:.0%}–{high:.0%})"
+
+
 def sign_test(wins: int, losses: int) -> float:
     """Two-sided exact sign test (McNemar's exact test for paired 0/1 outcomes)."""
     n = wins + losses

@@ -48,6 +48,7 @@ from search.operators import (
     reflect_prompt,
     repair_prompt,
     self_reported_metric,
+    silent_analysis_error,
 )
 from search.policy import InFlightKey, Policy, Proposal
 from search.verify import implementation_flags
@@ -510,8 +511,9 @@ class SearchLoop:
             status, error = Status.KILLED, DEADLINE_ERROR
         if job.proposal.operator is Operator.ANALYZE:
             # Nothing to score: what it printed is the result.
-            if status is Status.OK and not result.stdout_tail.strip():
-                status, error = Status.BUGGY, "the analysis script printed nothing"
+            silent = silent_analysis_error(result.stdout_tail)
+            if status is Status.OK and silent:
+                status, error = Status.BUGGY, silent
         elif status is Status.OK:
             try:
                 metric_raw = score(self.task, result.valid_csv, "valid")

@@ -685,6 +685,12 @@ def parse_analysis(text: str, ctx: TaskContext) -> Parsed:
     return Parsed(plan or "data analysis", fix_imports(script), "")
 
 
+def silent_analysis_error(stdout: str) -> str:
+    """Why an analysis script that exited 0 still failed ("" when it did not): what it prints
+    is its whole result."""
+    return "" if stdout.strip() else "the analysis script printed nothing"
+
+
 def trim_findings(stdout: str, limit: int = FINDINGS_CHARS) -> str:
     """Printed facts as prompt text: blank lines dropped, long lines cut, whole lines kept up
     to `limit` characters."""

@@ -20,6 +20,7 @@ from search.operators import (
     parse_analysis,
     reflect_prompt,
     repair_prompt,
+    silent_analysis_error,
     trim_findings,
 )
 from search.policy import Proposal, make_policy
@@ -97,6 +98,11 @@ def test_parse_analysis() -> None:
     assert parse_analysis("", CTX).problem == "Your reply contained no code."
     assert parse_analysis("```python\nX = RandomForestRegressor()\n```", CTX).code.count(
         "from sklearn.ensemble import RandomForestRegressor") == 1
+
+
+def test_silent_analysis_fails() -> None:
+    assert silent_analysis_error(" \n\n") == "the analysis script printed nothing"
+    assert silent_analysis_error("rows: 618\n") == ""
 
 
 def test_trim_findings_keeps_whole_lines_within_the_budget() -> None:

@@ -21,7 +21,7 @@ from benchmarks.debug_pairs import (
     summary,
     table,
 )
-from benchmarks.stats import sign_test, wilson
+from benchmarks.stats import share, sign_test, wilson
 from engine.run import main as run_main
 from search.chat import ChatPrompt, Reply
 from tests.test_full_loop import make_data
@@ -123,6 +123,7 @@ def test_statistics() -> None:
     low, high = wilson(5, 10)
     assert low == pytest.approx(0.2366, abs=1e-3) and high == pytest.approx(0.7634, abs=1e-3)
     assert wilson(0, 0) == (0.0, 1.0)
+    assert share(5, 10) == "5/10 (50%; 24%–76%)" and share(0, 0) == "0/0"
 
 
 def test_spread_takes_tasks_in_turn(runs: Path) -> None:
