@@ -26,16 +26,11 @@ from benchmarks.stats import share
 from engine.loop import ANALYSIS_SECONDS
 from engine.run import task_context
 from engine.task import TaskSpec, prepare_task
+from operators.analyst import analysis_prompt, parse_analysis, silent_analysis_error, trim_findings
 from sandbox import Limits, run_script
 from search.errors import UserError, exit_code
 from search.journal import Journal
 from search.node import Operator
-from search.operators import (
-    analysis_prompt,
-    parse_analysis,
-    silent_analysis_error,
-    trim_findings,
-)
 from search.policy import Proposal
 
 

@@ -23,7 +23,7 @@ import pandas as pd
 
 from engine.scoring import score
 from engine.task import PreparedTask, label_str
-from search.operators import PREPARE_SOURCE
+from operators.harness import PREPARE_SOURCE
 
 Frames = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
 REG_FLOOR = 1e-8  # the L1/L2 terms' log-scale floor; a value there means none (their default)

@@ -38,22 +38,16 @@ from engine.outputs import load_run
 from engine.run import task_context
 from engine.scoring import SubmissionError, score
 from engine.task import PreparedTask
+from operators.analyst import analysis_findings
+from operators.context import TaskContext
+from operators.prompts import build_prompt, reflect_prompt, repair_prompt
+from operators.replies import Parsed, clean_reflection, parse_reply
 from sandbox import Limits, run_script
 from search.chat import ChatPrompt, Reply
 from search.errors import UserError, exit_code
 from search.greedy import debug_temperature
 from search.journal import Journal
 from search.node import Node, Operator, Status
-from search.operators import (
-    Parsed,
-    TaskContext,
-    analysis_findings,
-    build_prompt,
-    clean_reflection,
-    parse_reply,
-    reflect_prompt,
-    repair_prompt,
-)
 from search.policy import Proposal
 
 ARMS = ("plain", "reflect")

@@ -22,36 +22,32 @@ import ray
 from engine.scoring import SubmissionError, score, score_train
 from engine.store import RunStore
 from engine.task import PreparedTask
+from operators.analyst import (
+    analysis_findings,
+    next_analysis,
+    parse_analysis,
+    silent_analysis_error,
+)
+from operators.context import TaskContext
+from operators.flags import implementation_flags
+from operators.harness import assemble, baseline_code, ensemble_code, ensemble_vote
+from operators.measure import Measurements, split_measurements
+from operators.prompts import (
+    INSIGHTS_ASK,
+    build_prompt,
+    improve_change,
+    reflect_prompt,
+    repair_prompt,
+)
+from operators.replies import clean_reflection, parse_insights, parse_reply, self_reported_metric
 from sandbox import ExecResult, Limits
 from search.chat import ChatPrompt, Reply
 from search.ensemble import plan as ensemble_plan
 from search.errors import BackendError, StoreError
 from search.journal import Journal
-from search.measure import Measurements, split_measurements
 from search.node import Node, Operator, Status, code_hash
-from search.operators import (
-    INSIGHTS_ASK,
-    TaskContext,
-    analysis_findings,
-    assemble,
-    baseline_code,
-    build_prompt,
-    clean_reflection,
-    encode_insights,
-    ensemble_code,
-    ensemble_vote,
-    improve_change,
-    next_analysis,
-    parse_analysis,
-    parse_insights,
-    parse_reply,
-    reflect_prompt,
-    repair_prompt,
-    self_reported_metric,
-    silent_analysis_error,
-)
 from search.policy import InFlightKey, Policy, Proposal
-from search.verify import implementation_flags
+from search.sela import encode_insights
 
 DEADLINE_ERROR = "stopped at the budget deadline"
 ENGINE_WRITTEN = (Operator.BASELINE, Operator.ENSEMBLE)

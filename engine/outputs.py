@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.report import FILES, cost
 from engine.select import apply_selection
 from engine.store import RunStore
+from engine.summary import FILES, cost
 from search.constraints import Constraints
 from search.journal import Journal
 from search.metric import METRICS

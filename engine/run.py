@@ -32,14 +32,16 @@ from engine.config import (
     task_yaml_text,
 )
 from engine.outputs import write_outputs
-from engine.report import summary_facts, write_summary
 from engine.store import RunStore
+from engine.summary import summary_facts, write_summary
 from engine.task import PreparedTask, TaskSpec, prepare_task
+from operators.analyst import analysis_findings, next_analysis
+from operators.context import TaskContext
+from operators.harness import ensemble_vote
 from search.constraints import Constraints
 from search.errors import BackendError, EngineError, StoreError, UserError, exit_code
 from search.journal import Journal
 from search.node import Node, Operator
-from search.operators import TaskContext, analysis_findings, ensemble_vote, next_analysis
 from search.policy import Proposal, make_policy
 
 EPILOG = """examples:
@@ -168,7 +170,7 @@ def request_config(text: str, overrides: dict[str, Any], console: Console) -> Ru
     def make_llm() -> Any:
         from actors.llm import make_llm as make
         from actors.llm import parse_routes
-        from engine.workers import spec_options
+        from engine.placement import spec_options
 
         spec = parse_routes(provisional.llm).specs[0]  # the first (or only) model answers
         options = spec_options(provisional, spec)
@@ -293,10 +295,10 @@ def new_run(config: RunConfig, console: Console) -> Path:
                     task_type=config.task_type)
     split_seed = config.seed if config.split_seed is None else config.split_seed
     task = prepare_task(spec, seed=split_seed)
-    from engine.verify import request_warnings
+    from engine.feasibility import request_warnings
 
     warnings = request_warnings(task)
-    from engine.workers import llm_options
+    from engine.placement import llm_options
 
     options = llm_options(config)
     from sandbox import isolation_mode
@@ -344,7 +346,7 @@ def resume_run(run_dir: Path, args: argparse.Namespace, console: Console) -> Pat
             raise UserError(f"{run_dir} has used its {saved.budget:.0f}s budget; "
                             "pass --budget to give it more, e.g. --budget 30m")
     config = merge(saved, flags).validate()
-    from engine.workers import llm_options
+    from engine.placement import llm_options
 
     options = llm_options(config)
     nodes, tests = store.read_nodes()
@@ -361,7 +363,7 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
            tests: dict[str, float | None] | None = None) -> Path:
     """One start of a run: Ray up, actors, the loop until a budget ends, then the outputs."""
     from engine.loop import Budget, SearchLoop
-    from engine.workers import start_workers
+    from engine.placement import start_workers
 
     manifest = store.manifest()
     starts = manifest.get("starts", [])

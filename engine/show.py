@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.outputs import existing_files, load_run
-from engine.report import overview, shown_path, summary_facts, top_errors
+from engine.summary import overview, shown_path, summary_facts, top_errors
 from search.errors import EngineError, UserError, exit_code
 from search.journal import Journal
 from search.metric import METRICS

@@ -14,7 +14,6 @@ import re
 
 from search.journal import Journal
 from search.node import Node, Operator
-from search.operators import MODEL_START
 
 _PLAN = re.compile(r"^engine ensemble \((?:mean|vote)\) of nodes ([0-9a-f, ]+)$")
 
@@ -25,7 +24,7 @@ def members(journal: Journal, size: int) -> list[str] | None:
     chosen: list[Node] = []
     scores: set[float] = set()
     for node in sorted(journal.eligible_nodes, key=lambda n: (-(n.metric or 0.0), n.step)):
-        if node.operator is Operator.ENSEMBLE or MODEL_START not in node.code:
+        if node.operator is Operator.ENSEMBLE or not node.has_model_code:
             continue
         score = round(node.metric_raw or 0.0, 9)
         if score in scores:

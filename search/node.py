@@ -12,6 +12,11 @@ from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
 from typing import Any
 
+# Where the LLM-written part of a node's code begins and ends (operators.harness assembles the
+# script around it); a whole-script reply has neither marker.
+MODEL_START = "# ---- model code (written by the LLM) ----"
+MODEL_END = "# ---- end of model code ----"
+
 
 class Status(StrEnum):
     OK = "ok"
@@ -94,6 +99,12 @@ class Node:
     @property
     def is_buggy(self) -> bool:
         return self.status not in (Status.OK, Status.LOST)
+
+    @property
+    def has_model_code(self) -> bool:
+        """Its code is LLM model code inside the engine's harness (not a whole script), so the
+        engine can reuse the model part: ensembles, tuning."""
+        return MODEL_START in self.code
 
     @property
     def is_repairable(self) -> bool:

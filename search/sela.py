@@ -30,6 +30,7 @@ reconciled with those counts on every call and only steers concurrent workers ap
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import Mapping
@@ -39,12 +40,54 @@ from itertools import islice
 from search.journal import Journal
 from search.metric import normalised_score
 from search.node import Node, Operator, Status
-from search.operators import STAGE_NAMES, decode_insights, decode_path, encode_path
 from search.policy import InFlightKey, Proposal, register
 
 Path = tuple[int, ...]
 ROOT: Path = ()
 _GONE = (Status.LOST, Status.KILLED)  # infrastructure, not outcomes: re-proposed, never counted
+
+# SELA's stages (Chi et al. 2024), in the order a script runs them: the levels of its tree. Each
+# has what an idea for it is about, for the insights prompt.
+STAGES: tuple[tuple[str, str], ...] = (
+    ("data preprocessing", "missing values, outliers, encoding of text columns, scaling"),
+    ("feature engineering", "new features from the columns: ratios, products, aggregates, "
+                            "binning, transforms"),
+    ("model training", "the model family, its main hyperparameters, ensembling"),
+)
+STAGE_NAMES: tuple[str, ...] = tuple(name for name, _ in STAGES)
+
+
+def encode_path(path: Path, insights: tuple[str, ...]) -> str:
+    """A SELA rollout's hint: the insight chosen at each stage, by index and by text."""
+    return json.dumps({"path": list(path), "insights": list(insights)}, ensure_ascii=False)
+
+
+def decode_path(hint: str) -> tuple[Path, tuple[str, ...]]:
+    """The (path, insights) of a rollout's hint; a hint that is not one is the empty path."""
+    try:
+        data = json.loads(hint, strict=False)
+        path = tuple(int(i) for i in data["path"])
+        insights = tuple(str(t) for t in data["insights"])
+    except (ValueError, TypeError, KeyError):
+        return (), ()
+    return (path, insights) if len(path) == len(insights) else ((), ())
+
+
+def encode_insights(insights: tuple[str, ...]) -> str:
+    """How an insights node keeps its ideas: its `plan` is this JSON list."""
+    return json.dumps(list(insights), ensure_ascii=False)
+
+
+def decode_insights(plan: str) -> tuple[str, ...]:
+    """The ideas an insights node holds; none when its plan is not a JSON list of strings."""
+    try:
+        data = json.loads(plan, strict=False)
+    except ValueError:
+        return ()
+    if not isinstance(data, list):
+        return ()
+    return tuple(str(item) for item in data if isinstance(item, str) and item.strip())
+
 
 # What a stage gets when the LLM could not write its insights: generic, always applicable ideas.
 DEFAULT_INSIGHTS: dict[str, tuple[str, ...]] = {

@@ -11,8 +11,8 @@ import pytest
 
 from engine.run import main, task_context
 from engine.task import TaskSpec, prepare_task
+from operators.analyst import parse_analysis, trim_findings
 from sandbox import Limits, run_script
-from search.operators import parse_analysis, trim_findings
 from tests.test_full_loop import SCRIPT, make_data
 
 ANALYSIS = (

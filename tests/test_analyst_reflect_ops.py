@@ -5,24 +5,21 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
-from search.journal import Journal
-from search.node import Node, Operator, Status
-from search.operators import (
+from operators.analyst import (
     FINDINGS_CHARS,
-    REFLECT_TOKENS,
-    TaskContext,
     analysis_findings,
     analysis_head,
-    build_prompt,
-    clean_reflection,
-    model_part,
     next_analysis,
     parse_analysis,
-    reflect_prompt,
-    repair_prompt,
     silent_analysis_error,
     trim_findings,
 )
+from operators.context import TaskContext
+from operators.harness import model_part
+from operators.prompts import REFLECT_TOKENS, build_prompt, reflect_prompt, repair_prompt
+from operators.replies import clean_reflection
+from search.journal import Journal
+from search.node import Node, Operator, Status
 from search.policy import Proposal, make_policy
 from tests.helpers import make_node
 

@@ -21,7 +21,7 @@ from engine.store import RunStore
 from engine.task import TaskSpec, prepare_task
 from search.errors import UserError
 from search.metric import normalised_score
-from search.operators import STAGE_NAMES, decode_path
+from search.sela import STAGE_NAMES, decode_path
 
 SCRIPT = Path(__file__).parent / "data" / "scripted_generic.json"
 

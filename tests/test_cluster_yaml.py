@@ -12,7 +12,7 @@ import yaml
 from ray.autoscaler._private.util import validate_config
 
 from engine.config import RunConfig
-from engine.workers import executor_placement, llm_placement
+from engine.placement import executor_placement, llm_placement
 
 CLUSTER = Path(__file__).resolve().parent.parent / "cluster.yaml"
 LAUNCHER_KEYS = ("cluster_name", "max_workers", "provider", "auth", "available_node_types",

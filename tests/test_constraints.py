@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engine.report import summary_facts, write_summary
 from engine.store import SCHEMA, RunStore
+from engine.summary import summary_facts, write_summary
 from engine.task import TaskSpec, prepare_task
 from search.constraints import Constraints
 from search.greedy import GreedyPolicy

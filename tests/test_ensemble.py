@@ -11,12 +11,13 @@ import numpy as np
 import pandas as pd
 
 from engine.run import main
+from operators.context import TaskContext
+from operators.harness import assemble, ensemble_code
 from sandbox import Limits, run_script
 from search.ensemble import members, next_members, plan, tried
 from search.greedy import GreedyPolicy
 from search.journal import Journal
-from search.node import Node, Operator, Status
-from search.operators import MODEL_START, TaskContext, assemble, ensemble_code
+from search.node import MODEL_START, Node, Operator, Status
 from tests.helpers import make_node
 
 

@@ -6,7 +6,7 @@ import ast
 
 import pytest
 
-from search.imports import fix_imports
+from operators.imports import fix_imports
 
 
 def test_adds_missing_known_imports() -> None:

@@ -12,9 +12,9 @@ import pytest
 from engine.run import task_context
 from engine.scoring import score, score_train
 from engine.task import PreparedTask, TaskSpec, prepare_task
+from operators.harness import assemble, baseline_code
+from operators.measure import MARK, Measurements, split_measurements
 from sandbox import ExecResult, Limits, run_script
-from search.measure import MARK, Measurements, split_measurements
-from search.operators import assemble, baseline_code
 
 
 @pytest.fixture(scope="module")

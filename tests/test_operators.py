@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import ast
 
+from operators.context import TaskContext
+from operators.failures import api_hints
+from operators.harness import assemble, model_part
+from operators.prompts import build_prompt, repair_prompt
+from operators.replies import parse_reply, self_reported_metric
 from search.journal import Journal
-from search.node import Operator, Status
-from search.operators import (
-    MODEL_START,
-    TaskContext,
-    api_hints,
-    assemble,
-    build_prompt,
-    model_part,
-    parse_reply,
-    repair_prompt,
-    self_reported_metric,
-)
+from search.node import MODEL_START, Operator, Status
 from search.policy import Proposal
 from tests.helpers import make_node
 

@@ -13,7 +13,7 @@ import pandas as pd
 from benchmarks.reflect import main as bench_main
 from benchmarks.reflect import step_success
 from engine.run import main
-from search.operators import clean_reflection
+from operators.replies import clean_reflection
 from tests.test_full_loop import make_data
 
 GENERIC = Path(__file__).parent / "data" / "scripted_reflect.json"

@@ -8,19 +8,23 @@ import math
 
 import pytest
 
+from operators.prompts import insights_prompt, sela_prompt
+from operators.replies import parse_insights
 from search.journal import Journal
 from search.node import Node, Operator, Status
-from search.operators import (
+from search.policy import Proposal, make_policy
+from search.sela import (
+    DEFAULT_INSIGHTS,
     STAGE_NAMES,
+    SelaPolicy,
+    _Index,
+    _Tree,
     decode_path,
     encode_insights,
     encode_path,
-    insights_prompt,
-    parse_insights,
-    sela_prompt,
+    node_reward,
+    uct_dp,
 )
-from search.policy import Proposal, make_policy
-from search.sela import DEFAULT_INSIGHTS, SelaPolicy, _Index, _Tree, node_reward, uct_dp
 from tests.helpers import make_node
 from tests.test_operators import CTX
 

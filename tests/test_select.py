@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.report import overview, selection_section
 from engine.scoring import read_submission, submission_metric
 from engine.select import (
     CONFIDENCE,
@@ -22,6 +21,7 @@ from engine.select import (
     resampled_scores,
     select_confirmed,
 )
+from engine.summary import overview, selection_section
 from engine.task import PreparedTask, TaskSpec, prepare_task
 from search.journal import Journal
 from search.node import Operator

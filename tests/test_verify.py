@@ -8,10 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from engine.feasibility import request_warnings
 from engine.task import TaskSpec, prepare_task
-from engine.verify import request_warnings
-from search.metric import METRICS
-from search.verify import (
+from operators.flags import (
     PERFECT_VALID,
     READS_OUTSIDE_INPUT,
     VALID_BEATS_TRAIN,
@@ -20,6 +19,7 @@ from search.verify import (
     perfect_score,
     valid_beats_train,
 )
+from search.metric import METRICS
 
 
 @pytest.mark.parametrize("metric,raw,perfect", [

@@ -100,7 +100,7 @@ class TestVllmActor:
         import ray
 
         from engine.config import RunConfig
-        from engine.workers import llm_options, start_workers
+        from engine.placement import llm_options, start_workers
 
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
                  object_store_memory=100 * 2**20, configure_logging=False,

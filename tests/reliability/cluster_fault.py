@@ -22,9 +22,9 @@ from actors.llm import parse_routes
 from benchmarks.scaling import ClusterLayout, make_task, simulated_cluster
 from engine.config import RunConfig
 from engine.loop import Budget, SearchLoop
+from engine.placement import llm_options, start_workers
 from engine.run import task_context
 from engine.store import RunStore
-from engine.workers import llm_options, start_workers
 from sandbox import Limits
 from search.journal import Journal
 from search.policy import make_policy

@@ -39,7 +39,7 @@ TRAIN_SAMPLE = 5000
 # A train prediction that the measured predict speed says would take longer is skipped.
 TRAIN_PREDICT_SECONDS = 20.0
 
-# Inserted by search.operators.harness_tail after the model code. Every global name starts with
+# Inserted by operators.harness.harness_tail after the model code. Every global name starts with
 # _treeml so it can neither clobber nor be clobbered by a name of the model code.
 HARNESS_MEASURE = '''
 import json as _treeml_json

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from engine.task import PreparedTask
+from operators.analyst import analysis_findings
+from operators.flags import READS_OUTSIDE_INPUT, outside_reads
 from search.journal import Journal
 from search.node import Node, Operator
-from search.operators import analysis_findings
-from search.verify import READS_OUTSIDE_INPUT, outside_reads
 
 # Rows of the best path shown before eliding the middle: the summary must stay one screen even
 # after a long chain of improvements.

@@ -1,0 +1,22 @@
+"""What the operators know about a task: built once per run by the engine, shared by the
+prompts, the harness and the analyst."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class TaskContext:
+    """What the operators know about a task; built once per run by the engine."""
+
+    preview: str
+    target: str
+    task_type: str
+    metric: str
+    maximize: bool
+    labels: tuple[str, ...] = ()
+    needs_proba: bool = False
+    seed: int = 0
+    max_tokens: int = 900  # a fit_predict fits in ~400 tokens; the cap bounds rambling replies
+    findings: str = ""  # --analyst: facts the exploration script printed (see analysis_findings)
