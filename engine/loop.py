@@ -307,7 +307,7 @@ class SearchLoop:
         """Code the engine writes itself (baseline root, ensembles): no LLM call, straight to
         the executors."""
         if proposal.operator is Operator.ENSEMBLE:
-            ids = proposal.hint.split(",")
+            ids = list(proposal.members)
             if not all(i in self.journal for i in ids):
                 return  # a requeued ensemble whose members were never stored
             job = self._new_job(proposal, attempt)
@@ -353,7 +353,7 @@ class SearchLoop:
                     # Pinned: a sibling finishing before the code call would move the idea
                     # pool on, and the step would be asked for another change than reflected on.
                     job.proposal = replace(job.proposal,
-                                           hint=improve_change(job.proposal, self.journal))
+                                           idea=improve_change(job.proposal, self.journal))
                 prompt = reflect_prompt(self.ctx, job.proposal, self.journal)
             else:
                 prompt = build_prompt(self.ctx, job.proposal, self.journal, job.reflection)

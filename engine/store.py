@@ -194,8 +194,8 @@ class RunStore:
         proposals = []
         for path in entries:
             data = json.loads(path.read_text())
-            proposals.append(Proposal(Operator(data["operator"]), data["parent_id"],
-                                      data["temperature"], data["hint"]))
+            proposals.append(Proposal.from_hint(Operator(data["operator"]), data["parent_id"],
+                                                data["temperature"], data["hint"]))
             path.unlink()
         return proposals
 

@@ -17,7 +17,7 @@ from search.ideas import draft_idea, improve_idea
 from search.journal import Journal
 from search.node import Operator
 from search.policy import Proposal
-from search.sela import STAGE_NAMES, STAGES, decode_path
+from search.sela import STAGE_NAMES, STAGES
 
 SYSTEM = (
     "You are an expert machine learning engineer. You write correct, concise Python for "
@@ -91,7 +91,7 @@ def _prompt(ctx: TaskContext, tail: str, proposal: Proposal, max_tokens: int,
 
 
 def draft_prompt(ctx: TaskContext, proposal: Proposal, draft_index: int) -> ChatPrompt:
-    idea = proposal.hint or draft_idea(draft_index)
+    idea = proposal.idea or draft_idea(draft_index)
     tail = (
         f"# Your job\nWrite the model code (imports and fit_predict) using {idea}. "
         "Keep it simple and correct."
@@ -124,7 +124,7 @@ def _parent(proposal: Proposal) -> str:
 def improve_change(proposal: Proposal, journal: Journal) -> str:
     """The change an improve step is asked for: the policy's hint, else the next idea of the
     pool (siblings counted, so concurrent steps on one parent try different things)."""
-    return proposal.hint or improve_idea(len(journal.children(_parent(proposal))))
+    return proposal.idea or improve_idea(len(journal.children(_parent(proposal))))
 
 
 def improve_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal,
@@ -196,12 +196,12 @@ def repair_prompt(prompt: ChatPrompt, reply: str, problem: str,
 
 
 def insights_prompt(ctx: TaskContext, proposal: Proposal) -> ChatPrompt:
-    """SELA's insight proposer, one stage per request (`proposal.hint` names the stage): short
+    """SELA's insight proposer, one stage per request (`proposal.stage` names the stage): short
     replies a small model gets right, and the three stages are asked for in parallel."""
-    about = dict(STAGES).get(proposal.hint, "")
+    about = dict(STAGES).get(proposal.stage, "")
     tail = (
         f"# Your job\nDo not write code now. Propose {INSIGHTS_ASKED} different, concrete ideas "
-        f"for the {proposal.hint} step of a solution to this task"
+        f"for the {proposal.stage} step of a solution to this task"
         + (f" ({about})" if about else "")
         + ". Each idea is one short sentence that fits the data above and can be done with "
         "pandas, numpy, scikit-learn and lightgbm (nothing else is installed).\n"
@@ -215,7 +215,7 @@ def insights_prompt(ctx: TaskContext, proposal: Proposal) -> ChatPrompt:
 def sela_prompt(ctx: TaskContext, proposal: Proposal) -> ChatPrompt:
     """A SELA rollout: one script that follows the insight chosen at each stage of the path;
     stages past the path's end are left to the model, as SELA leaves them to its default plan."""
-    _, insights = decode_path(proposal.hint)
+    insights = proposal.insights
     steps = "".join(
         f"- {name}: {insights[i] if i < len(insights) else 'your choice; keep it simple'}\n"
         for i, name in enumerate(STAGE_NAMES)

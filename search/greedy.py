@@ -53,11 +53,11 @@ class GreedyPolicy:
         drafts_in_flight = taken.get((Operator.DRAFT, None), 0)
         n_drafts = len(journal.draft_nodes) + drafts_in_flight
         if n_drafts < self.num_drafts:
-            return Proposal(Operator.DRAFT, None, self.base_temperature, draft_idea(n_drafts))
+            return Proposal(Operator.DRAFT, None, self.base_temperature, idea=draft_idea(n_drafts))
         if not any(op is Operator.ENSEMBLE for op, _ in taken):
             ids = next_members(journal, self.ensemble_sizes)
             if ids is not None:
-                return Proposal(Operator.ENSEMBLE, ids[0], 0.0, ",".join(ids))
+                return Proposal(Operator.ENSEMBLE, ids[0], 0.0, members=tuple(ids))
         debuggable = [
             leaf
             for leaf in journal.buggy_leaves
@@ -76,12 +76,11 @@ class GreedyPolicy:
             siblings = len(journal.children(best.node_id))
             siblings += taken.get((Operator.IMPROVE, best.node_id), 0)
             return Proposal(Operator.IMPROVE, best.node_id, self.base_temperature,
-                            improve_idea(siblings))
+                            idea=improve_idea(siblings))
         if debuggable:
             leaf = self._rng.choice(debuggable)
             return Proposal(Operator.DEBUG, leaf.node_id, self.base_temperature)
-        return Proposal(Operator.DRAFT, None, self.base_temperature,
-                        draft_idea(n_drafts))
+        return Proposal(Operator.DRAFT, None, self.base_temperature, idea=draft_idea(n_drafts))
 
 
 def debug_temperature(base: float, depth: int) -> float:

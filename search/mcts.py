@@ -277,14 +277,14 @@ class MCTSPolicy:
         return best[0] if len(best) == 1 else self._rng.choice(best)
 
     def _draft(self, tree: _Tree) -> Proposal:
-        return Proposal(Operator.DRAFT, None, self.base_temperature, draft_idea(tree.drafts))
+        return Proposal(Operator.DRAFT, None, self.base_temperature, idea=draft_idea(tree.drafts))
 
     def _expand(self, tree: _Tree, i: int) -> Proposal:
         node = tree.nodes[i]
         assert node is not None
         if node.is_ok:
             return Proposal(Operator.IMPROVE, node.node_id, self.base_temperature,
-                            improve_idea(tree.n_children[i]))
+                            idea=improve_idea(tree.n_children[i]))
         depth = tree.debug_depth[i] + 1
         # Seed 002: a debug that failed once needs a different idea, so sample wider.
         temperature = min(1.2, self.base_temperature + 0.15 * depth)

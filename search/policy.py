@@ -7,6 +7,7 @@ Policies use it to spread concurrent work (virtual loss), so N workers explore N
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -20,14 +21,64 @@ InFlightKey = tuple[Operator, str | None]
 
 @dataclass(frozen=True, slots=True)
 class Proposal:
+    """One expansion a policy asks for. What it asks is typed, one field per kind of request;
+    `hint` is the one text form stored with the node (and in the in-flight notes), read back
+    by `Proposal.from_hint`, so a policy whose state lives in its requests (sela) is rebuilt
+    from the Journal."""
+
     operator: Operator
     parent_id: str | None = None
     temperature: float = 0.7
-    hint: str = ""
+    idea: str = ""  # draft, improve: the model family or change asked for ("" = the next one)
+    members: tuple[str, ...] = ()  # ensemble: the member node ids, best first
+    stage: str = ""  # insights: the SELA stage whose ideas are asked for
+    path: tuple[int, ...] = ()  # sela rollout: the insight index chosen at each stage
+    insights: tuple[str, ...] = ()  # sela rollout: those insights' texts
 
     @property
     def key(self) -> InFlightKey:
         return (self.operator, self.parent_id)
+
+    @property
+    def hint(self) -> str:
+        if self.operator is Operator.ENSEMBLE:
+            return ",".join(self.members)
+        if self.operator is Operator.INSIGHTS:
+            return self.stage
+        if self.operator is Operator.SELA:
+            return json.dumps({"path": list(self.path), "insights": list(self.insights)},
+                              ensure_ascii=False)
+        return self.idea
+
+    @classmethod
+    def from_hint(cls, operator: Operator, parent_id: str | None, temperature: float,
+                  hint: str) -> Proposal:
+        """The proposal whose `hint` this is (a rollout hint that cannot be read is the empty
+        path)."""
+        if operator is Operator.ENSEMBLE:
+            return cls(operator, parent_id, temperature,
+                       members=tuple(hint.split(",")) if hint else ())
+        if operator is Operator.INSIGHTS:
+            return cls(operator, parent_id, temperature, stage=hint)
+        if operator is Operator.SELA:
+            path, insights = _decode_path(hint)
+            return cls(operator, parent_id, temperature, path=path, insights=insights)
+        return cls(operator, parent_id, temperature, idea=hint)
+
+    @classmethod
+    def of(cls, node: Node) -> Proposal:
+        """The proposal that produced `node`."""
+        return cls.from_hint(node.operator, node.parent_id, node.temperature, node.hint)
+
+
+def _decode_path(hint: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    try:
+        data = json.loads(hint, strict=False)
+        path = tuple(int(i) for i in data["path"])
+        insights = tuple(str(t) for t in data["insights"])
+    except (ValueError, TypeError, KeyError):
+        return (), ()
+    return (path, insights) if len(path) == len(insights) else ((), ())
 
 
 class Policy(Protocol):

@@ -57,22 +57,6 @@ STAGES: tuple[tuple[str, str], ...] = (
 STAGE_NAMES: tuple[str, ...] = tuple(name for name, _ in STAGES)
 
 
-def encode_path(path: Path, insights: tuple[str, ...]) -> str:
-    """A SELA rollout's hint: the insight chosen at each stage, by index and by text."""
-    return json.dumps({"path": list(path), "insights": list(insights)}, ensure_ascii=False)
-
-
-def decode_path(hint: str) -> tuple[Path, tuple[str, ...]]:
-    """The (path, insights) of a rollout's hint; a hint that is not one is the empty path."""
-    try:
-        data = json.loads(hint, strict=False)
-        path = tuple(int(i) for i in data["path"])
-        insights = tuple(str(t) for t in data["insights"])
-    except (ValueError, TypeError, KeyError):
-        return (), ()
-    return (path, insights) if len(path) == len(insights) else ((), ())
-
-
 def encode_insights(insights: tuple[str, ...]) -> str:
     """How an insights node keeps its ideas: its `plan` is this JSON list."""
     return json.dumps(list(insights), ensure_ascii=False)
@@ -164,7 +148,7 @@ class _Index:
                 self.attempts[node.hint].append(node)
                 continue
             if node.operator is Operator.SELA:
-                path, _ = decode_path(node.hint)
+                path = Proposal.of(node).path
                 self.chains[node.node_id] = _Chain(path)
                 root = node.node_id
             elif node.operator is Operator.DEBUG and node.parent_id in self.chain_of:
@@ -300,7 +284,8 @@ class SelaPolicy:
             index.extend()
         self._reconcile(in_flight)
         rollouts = self._pending.get((Operator.SELA, None), [])
-        tree = _Tree(self, index, [decode_path(h)[0] for h in rollouts])
+        tree = _Tree(self, index, [Proposal.from_hint(Operator.SELA, None, 0.0, h).path
+                                         for h in rollouts])
         asked = set(self._pending.get((Operator.INSIGHTS, None), []))
         debugging = {pid for (op, pid), count in in_flight.items()
                      if op is Operator.DEBUG and pid is not None and count > 0}
@@ -308,9 +293,9 @@ class SelaPolicy:
         for _ in range(n):
             proposal = self._one(journal, index, tree, asked, debugging)
             if proposal.operator is Operator.SELA:
-                tree.add_pending(decode_path(proposal.hint)[0])
+                tree.add_pending(proposal.path)
             elif proposal.operator is Operator.INSIGHTS:
-                asked.add(proposal.hint)
+                asked.add(proposal.stage)
             elif proposal.parent_id is not None:
                 debugging.add(proposal.parent_id)
             self._pending.setdefault(proposal.key, []).append(proposal.hint)
@@ -345,7 +330,7 @@ class SelaPolicy:
             return self._rollout(tree, ROOT)  # SELA's first simulation: no insights at all
         for stage, name in enumerate(STAGE_NAMES[: self.depth]):
             if tree.pools[stage] is None and name not in asked:
-                return Proposal(Operator.INSIGHTS, None, self.base_temperature, name)
+                return Proposal(Operator.INSIGHTS, None, self.base_temperature, stage=name)
         return self._rollout(tree, self._select(tree))
 
     def _debuggable(self, journal: Journal, index: _Index, debugging: set[str]) -> str | None:
@@ -375,8 +360,8 @@ class SelaPolicy:
         return path
 
     def _rollout(self, tree: _Tree, path: Path) -> Proposal:
-        return Proposal(Operator.SELA, None, self.base_temperature,
-                        encode_path(path, tree.insights(path)))
+        return Proposal(Operator.SELA, None, self.base_temperature, path=path,
+                        insights=tree.insights(path))
 
 
 @register("sela")

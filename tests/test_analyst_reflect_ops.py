@@ -160,7 +160,7 @@ def test_reflect_prompts_and_reflection_in_the_next_prompt() -> None:
     change = build_prompt(CTX, Proposal(Operator.IMPROVE, "a"), j).messages[-1]["content"]
     idea = change.split("ONE targeted change: ")[1].split(". Return")[0]
     assert f"The next step will make this change: {idea}." in improve.messages[-1]["content"]
-    hinted = reflect_prompt(CTX, Proposal(Operator.IMPROVE, "a", hint="drop column x"), j)
+    hinted = reflect_prompt(CTX, Proposal(Operator.IMPROVE, "a", idea="drop column x"), j)
     assert "make this change: drop column x." in hinted.messages[-1]["content"]
     # The reflection prompt shares the code prompts' prefix (same KV cache).
     code_prompt = build_prompt(CTX, Proposal(Operator.DEBUG, "b"), j)

@@ -21,7 +21,9 @@ from engine.store import RunStore
 from engine.task import TaskSpec, prepare_task
 from search.errors import UserError
 from search.metric import normalised_score
-from search.sela import STAGE_NAMES, decode_path
+from search.node import Operator
+from search.policy import Proposal
+from search.sela import STAGE_NAMES
 
 SCRIPT = Path(__file__).parent / "data" / "scripted_generic.json"
 
@@ -253,7 +255,7 @@ def test_smoke_sela_run_resumes_its_tree(smoke: Path, tmp_path: Path) -> None:
     assert sorted(insights.hint) == sorted(STAGE_NAMES) and (insights.status == "ok").all()
     assert insights.plan.map(lambda p: p.startswith("[")).all()
     rollouts = rows[rows.operator == "sela"]
-    depths = [len(decode_path(h)[0]) for h in rollouts.hint]
+    depths = [len(Proposal.from_hint(Operator.SELA, None, 0.0, h).path) for h in rollouts.hint]
     assert depths[0] == 0 and max(depths) >= 2  # the root first, then down the stages
     debug = rows[rows.operator == "debug"]
     assert len(debug) >= 1 and set(debug.parent_id) <= set(rollouts.node_id)

@@ -19,14 +19,22 @@ from search.sela import (
     SelaPolicy,
     _Index,
     _Tree,
-    decode_path,
     encode_insights,
-    encode_path,
     node_reward,
     uct_dp,
 )
 from tests.helpers import make_node
 from tests.test_operators import CTX
+
+
+def encode_path(path: tuple[int, ...], texts: tuple[str, ...]) -> str:
+    return Proposal(Operator.SELA, path=path, insights=texts).hint
+
+
+def decode_path(hint: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    proposal = Proposal.from_hint(Operator.SELA, None, 0.7, hint)
+    return proposal.path, proposal.insights
+
 
 POOLS = [tuple(f"{stage} idea {i}" for i in range(6)) for stage in STAGE_NAMES]
 
@@ -191,11 +199,13 @@ def test_in_flight_rollouts_spread_workers_and_finished_ones_are_forgotten() -> 
 
 
 def test_prompts_and_parsing() -> None:
-    prompt = insights_prompt(CTX, Proposal(Operator.INSIGHTS, None, 0.7, "feature engineering"))
+    stage = Proposal(Operator.INSIGHTS, None, 0.7, stage="feature engineering")
+    prompt = insights_prompt(CTX, stage)
     text = prompt.messages[-1]["content"]
     assert prompt.tag == "insights" and "feature engineering" in text and "JSON list" in text
     hint = encode_path((1, 0), ("impute with the median", "add a ratio of a and b"))
-    text = sela_prompt(CTX, Proposal(Operator.SELA, None, 0.7, hint)).messages[-1]["content"]
+    rollout_ = Proposal.from_hint(Operator.SELA, None, 0.7, hint)
+    text = sela_prompt(CTX, rollout_).messages[-1]["content"]
     assert "- data preprocessing: impute with the median" in text
     assert "- feature engineering: add a ratio of a and b" in text
     assert "- model training: your choice" in text

@@ -65,8 +65,8 @@ def test_half_written_part_is_ignored(store: RunStore) -> None:
 
 
 def test_in_flight_notes_round_trip(store: RunStore) -> None:
-    store.mark_in_flight("a", Proposal(Operator.DRAFT, None, 0.7, "a forest"))
+    store.mark_in_flight("a", Proposal(Operator.DRAFT, None, 0.7, idea="a forest"))
     store.mark_in_flight("b", Proposal(Operator.DEBUG, "n1", 0.9))
     store.clear_in_flight("a")
-    assert store.take_in_flight() == [Proposal(Operator.DEBUG, "n1", 0.9, "")]
+    assert store.take_in_flight() == [Proposal(Operator.DEBUG, "n1", 0.9)]
     assert store.take_in_flight() == []
