@@ -92,7 +92,7 @@ class OpenAILLM:
                 if status not in RETRY_STATUS and status < 500:
                     raise BackendError(f"{self.url} refused the request ({problem}); check the "
                                        "model name, the key (OPENAI_API_KEY) and the URL")
-                wait = _retry_after(headers.get("Retry-After"))
+                wait = retry_after(headers.get("Retry-After"))
             if attempt + 1 == self.max_attempts:
                 break
             if wait is None:  # full jitter: replicas that failed together spread out
@@ -135,7 +135,7 @@ class OpenAILLM:
         )
 
 
-def _retry_after(value: str | None) -> float | None:
+def retry_after(value: str | None) -> float | None:
     """`Retry-After: 3` or an HTTP date -> seconds to wait (None when absent or unreadable)."""
     if not value:
         return None

@@ -221,6 +221,7 @@ class Workers:
         self.pools = pools
         self.executors = executors
         self.exec_placement = exec_placement
+        self._next = 0  # the executor run_script uses next
         self._pool_by_name = {name: pool for pool in pools for name in pool.actors}
 
     @classmethod
@@ -262,6 +263,19 @@ class Workers:
         pools = {name: pool.spec for pool in self.pools for name in pool.actors}
         return {"llm_slots": slots, "llm_pools": pools, "executors": list(self.executors),
                 "restart_executor": self.restart_executor, "restart_llm": self.restart_llm}
+
+    def run_script(self, code: str, inputs: dict[str, bytes], limits: Limits) -> ExecResult:
+        """Run one script on the executors, outside the search loop (the final selection's
+        cross-validation folds): the same sandboxes as every candidate, never the driver. An
+        executor that died is replaced and the script run once more."""
+        ref = ray.put(inputs)
+        index = self._next % len(self.executors)
+        self._next += 1
+        try:
+            return ray.get(self.executors[index].run.remote(code, ref, limits)).result
+        except ray.exceptions.RayActorError:
+            self.executors[index] = self.restart_executor(self.executors[index])
+            return ray.get(self.executors[index].run.remote(code, ref, limits)).result
 
     def restart_executor(self, dead: Any) -> Any:
         p = self.exec_placement

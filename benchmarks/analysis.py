@@ -3,9 +3,9 @@
     python -m benchmarks.analysis [--suite lite] [--samples 3] [--llm llama] [--out DIR]
 
 For each task of the suite (split as `engine.run` splits it, seed 0), `--samples` first
-attempts of the analysis step: the engine's prompt at the policy's temperature (0.3) with a
-different sampling seed each, the reply parsed as the engine parses it (one re-ask when it has
-no usable code), the script run in the sandbox. An attempt succeeds when the script exits 0 and
+attempts of the analysis step, each the engine's own `engine.step.Step` driven one call at a
+time (its prompt, a different sampling seed each, one re-ask when the reply has no usable
+code), the script run in the sandbox. An attempt succeeds when the script exits 0 and
 prints something: the findings every later prompt would see. Writes `analysis.md` (share per
 task, 95% Wilson interval overall) and `attempts.jsonl` (script, error, findings) under --out.
 """
@@ -15,45 +15,39 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from actors.llm import LLM
 from benchmarks.datasets import suite
-from benchmarks.debug_pairs import ask_code, in_process_llm
+from benchmarks.debug_pairs import in_process_llm
 from benchmarks.stats import share
-from engine.loop import ANALYSIS_SECONDS
 from engine.run import task_context
+from engine.step import SearchContext, Step, run_step
 from engine.task import TaskSpec, prepare_task
-from operators.analyst import analysis_prompt, parse_analysis, silent_analysis_error, trim_findings
-from sandbox import Limits, run_script
+from operators.analyst import next_analysis, trim_findings
+from sandbox import run_script
 from search.errors import UserError, exit_code
 from search.journal import Journal
-from search.node import Operator
-from search.policy import Proposal
+from search.node import Status
 
 
 def attempts(task_name: str, data: Path, target: str, llm: LLM, samples: int,
              ) -> list[dict[str, Any]]:
     task = prepare_task(TaskSpec(data, target, None, None, ""))
     ctx = task_context(task, 0)
+    inputs = task.inputs()
     rows = []
     for sample in range(samples):
-        prompt = replace(analysis_prompt(ctx, Proposal(Operator.ANALYZE, None, 0.3), Journal()),
-                         seed=1 + sample)
-        parsed = ask_code(llm, prompt, lambda text: parse_analysis(text, ctx),
-                          {"tokens": 0.0, "llm_seconds": 0.0})
-        error, findings = parsed.problem, ""
-        if not parsed.problem:
-            result = run_script(parsed.code, task.inputs(),
-                                Limits(wall_seconds=ANALYSIS_SECONDS))
-            findings = trim_findings(result.stdout_tail)
-            error = result.error if result.status != "ok" else silent_analysis_error(
-                result.stdout_tail)
-        rows.append({"task": task_name, "sample": sample, "ok": not error, "error": error[:300],
-                     "findings": findings, "code": parsed.code})
-        print(f"{task_name} #{sample}: {'ok' if not error else error[:100]}", flush=True)
+        first = next_analysis(Journal())
+        assert first is not None  # an empty journal always owes its first analysis
+        step = Step(first, SearchContext(task, ctx, Journal(), requests=sample))
+        node = run_step(step, lambda prompt: llm.generate([prompt])[0],
+                        lambda code, limits: run_script(code, inputs, limits)).node
+        ok = node.status is Status.OK
+        rows.append({"task": task_name, "sample": sample, "ok": ok, "error": node.error[:300],
+                     "findings": trim_findings(node.stdout_tail), "code": node.code})
+        print(f"{task_name} #{sample}: {'ok' if ok else node.error[:100]}", flush=True)
     return rows
 
 

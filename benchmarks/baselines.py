@@ -22,8 +22,9 @@ import numpy as np
 import pandas as pd
 
 from engine.scoring import score
-from engine.task import PreparedTask, label_str
+from engine.task import PreparedTask
 from operators.harness import PREPARE_SOURCE
+from search.metric import label_str
 
 Frames = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
 REG_FLOOR = 1e-8  # the L1/L2 terms' log-scale floor; a value there means none (their default)

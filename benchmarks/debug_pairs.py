@@ -7,13 +7,15 @@ with and without a reflection first (Reflexion, seed 001).
 `benchmarks.reflect` compares whole runs, so each arm debugs different parents (its own drafts
 fail in their own ways) and a handful of debug steps per run decides the share. Here every
 failed node of the given runs (status `buggy`, with code: what a debug step starts from) is
-debugged `--samples` times in each arm, `plain` and `reflect`, with the prompts the engine
-builds (`--reflect`: a reflection call, then the debug prompt with the reflection in it), the
-greedy policy's temperature for that debug depth, the reply parsed and re-asked once as the
-engine does, the code run in the sandbox on the run's own task and scored by the engine's
-scorer. A debug attempt fixes its parent when its code runs and its submission scores.
+debugged `--samples` times in each arm, `plain` and `reflect` (`--reflect`: a reflection call,
+then the debug prompt with the reflection in it), at the greedy policy's temperature for that
+debug depth, the code run in the sandbox on the run's own task. A debug attempt fixes its
+parent when its code runs and its submission scores.
 
-Both arms of a (parent, sample) share the sampling seed. Attempts are appended to
+Each attempt is the engine's own `engine.step.Step`, driven one call at a time: its prompts,
+its sampling seed (run seed, journal size and request number; the sample is the request), its
+repair re-ask and its scoring; code repeating a stored node is run all the same, since each
+sample is measured. Attempts are appended to
 `attempts.jsonl` under --out as they finish; run again with the same --out to resume. The
 table (`debug_pairs.md`) gives each arm's share of fixes with a 95% Wilson interval, per task,
 and a two-sided exact sign test over the parents where the arms' fix counts differ.
@@ -26,7 +28,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -34,16 +36,13 @@ from typing import Any
 from actors.llm import LLM, make_llm, parse_spec
 from benchmarks.stats import share, sign_test
 from engine.export import runs_in
-from engine.outputs import load_run
 from engine.run import task_context
-from engine.scoring import SubmissionError, score
+from engine.runs import open_run
+from engine.step import SearchContext, Step, run_step
 from engine.task import PreparedTask
 from operators.analyst import analysis_findings
 from operators.context import TaskContext
-from operators.prompts import build_prompt, reflect_prompt, repair_prompt
-from operators.replies import Parsed, clean_reflection, parse_reply
-from sandbox import Limits, run_script
-from search.chat import ChatPrompt, Reply
+from sandbox import run_script
 from search.errors import UserError, exit_code
 from search.greedy import debug_temperature
 from search.journal import Journal
@@ -75,8 +74,8 @@ def load_cases(paths: Sequence[Path]) -> list[Case]:
     cases: list[Case] = []
     seen: set[str] = set()
     for run_dir in [run for path in paths for run in runs_in(path)]:
-        run = load_run(run_dir)
-        task = run.store.load_task()
+        run = open_run(run_dir)
+        task = run.task()
         ctx = replace(task_context(task, int(run.manifest.get("config", {}).get("seed", 0))),
                       findings=analysis_findings(run.journal))
         name = Path(str(run.manifest.get("config", {}).get("data") or run_dir.name)).stem
@@ -103,56 +102,24 @@ def spread(cases: list[Case], limit: int | None) -> list[Case]:
     return [case for group in by_task.values() for case in group if case in chosen]
 
 
-def _ask(llm: LLM, prompt: ChatPrompt, spent: dict[str, float]) -> Reply:
-    (reply,) = llm.generate([prompt])
-    spent["tokens"] += reply.prompt_tokens + reply.completion_tokens
-    spent["llm_seconds"] += reply.seconds
-    return reply
-
-
-def ask_code(llm: LLM, prompt: ChatPrompt, parse: Callable[[str], Parsed],
-             spent: dict[str, float]) -> Parsed:
-    """The reply's code as the engine gets it: parsed, and re-asked once before anything runs
-    when it has no usable code."""
-    reply = _ask(llm, prompt, spent)
-    parsed = parse(reply.text)
-    if parsed.problem:
-        reply = _ask(llm, repair_prompt(prompt, reply.text, parsed.problem), spent)
-        parsed = parse(reply.text)
-    return parsed
-
-
 def attempt(case: Case, arm: str, sample: int, llm: LLM, exec_timeout: float) -> dict[str, Any]:
-    """One debug step of `case.parent` in `arm`, run and scored as the engine would."""
+    """One debug step of `case.parent` in `arm`, run and scored by the engine's own `Step`."""
     parent = case.parent
     depth = case.journal.debug_depth(parent.node_id) + 1
     proposal = Proposal(Operator.DEBUG, parent.node_id,
                         debug_temperature(BASE_TEMPERATURE, depth))
-    seed = case.ctx.seed * 100_003 + parent.step * 101 + sample
-    spent = {"tokens": 0.0, "llm_seconds": 0.0}
-    reflection = ""
-    if arm == "reflect":
-        prompt = replace(reflect_prompt(case.ctx, proposal, case.journal), seed=seed)
-        reflection = clean_reflection(_ask(llm, prompt, spent).text)
-    prompt = replace(build_prompt(case.ctx, proposal, case.journal, reflection), seed=seed)
-    parsed = ask_code(llm, prompt, lambda text: parse_reply(text, case.ctx), spent)
-    status, error, metric_raw, exec_seconds = Status.BUGGY, parsed.problem, None, 0.0
-    if not parsed.problem:
-        result = run_script(parsed.code, case.task.inputs(),
-                            Limits(wall_seconds=exec_timeout))
-        status, error, exec_seconds = Status(result.status), result.error, result.seconds
-        if status is Status.OK:
-            try:
-                metric_raw = score(case.task, result.valid_csv, "valid")
-            except SubmissionError as exc:
-                status, error = Status.BUGGY, str(exc)
+    search = SearchContext(case.task, case.ctx, case.journal, exec_timeout=exec_timeout,
+                           reflect=arm == "reflect", skip_duplicates=False, requests=sample)
+    inputs = case.task.inputs()
+    node = run_step(Step(proposal, search), lambda prompt: llm.generate([prompt])[0],
+                    lambda code, limits: run_script(code, inputs, limits)).node
     return {
         "case": case.key, "task": case.task_name, "parent_id": parent.node_id,
         "parent_operator": parent.operator.value, "debug_depth": depth, "arm": arm,
-        "sample": sample, "fixed": status is Status.OK, "status": status.value,
-        "error": error[:300], "metric_raw": metric_raw, "reflection": reflection,
-        "tokens": int(spent["tokens"]), "llm_seconds": round(spent["llm_seconds"], 2),
-        "exec_seconds": round(exec_seconds, 2),
+        "sample": sample, "fixed": node.status is Status.OK, "status": node.status.value,
+        "error": node.error[:300], "metric_raw": node.metric_raw,
+        "reflection": node.reflection, "tokens": node.prompt_tokens + node.completion_tokens,
+        "llm_seconds": round(node.llm_seconds, 2), "exec_seconds": round(node.exec_seconds, 2),
     }
 
 

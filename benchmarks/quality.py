@@ -23,7 +23,7 @@ import pandas as pd
 
 from benchmarks.datasets import Dataset, suite
 from benchmarks.slice import lightgbm_default, run_engine, saved_results
-from engine.store import RunStore
+from engine.runs import open_run
 from search.errors import UserError, exit_code
 from search.metric import METRICS
 
@@ -35,9 +35,9 @@ def _debug_success(rows: pd.DataFrame) -> tuple[int, int]:
 
 
 def measure(dataset: Dataset, run_dir: Path) -> dict[str, Any]:
-    store = RunStore.open(run_dir)
-    rows = pd.DataFrame(store.read_rows())
-    manifest = store.manifest()
+    run = open_run(run_dir)
+    rows = pd.DataFrame(run.rows)
+    manifest = run.manifest
     result = manifest.get("result", {})
     selection = manifest.get("selection", {})
     baseline = rows[rows.operator == "baseline"]
@@ -47,7 +47,7 @@ def measure(dataset: Dataset, run_dir: Path) -> dict[str, Any]:
     search_best_test = rows.loc[rows.node_id == search_best, "test_metric_raw"]
     return {
         "task": dataset.name,
-        "metric": store.load_task().metric.name,
+        "metric": run.task().metric.name,
         "nodes": len(rows),
         "ok_llm_nodes": len(ok_llm),
         "baseline_valid": float(baseline.metric_raw.iloc[0]) if len(baseline) else None,
@@ -65,7 +65,7 @@ def measure(dataset: Dataset, run_dir: Path) -> dict[str, Any]:
     }
 
 
-def _verdict(row: dict[str, Any], higher: bool) -> str:
+def verdict(row: dict[str, Any], higher: bool) -> str:
     best, base = row["best_test"], row["baseline_test"]
     if best is None or base is None:
         return "n/a"
@@ -89,7 +89,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['task']} | {r['metric']} | {f(r['baseline_test'])} | {f(r['best_test'])} "
             f"({f(r['best_valid'])}) | {r['best_operator']} | {f(r['best_valid_node_test'])} | "
-            f"{f(r['lightgbm_default_test'])} | {_verdict(r, higher)} | "
+            f"{f(r['lightgbm_default_test'])} | {verdict(r, higher)} | "
             f"{r['debug_fixed']}/{r['debugs']} | {r['nodes']} ({r['ok_llm_nodes']}) |")
     return "\n".join(lines)
 

@@ -29,7 +29,7 @@ import pandas as pd
 from benchmarks.datasets import suite
 from benchmarks.slice import run_engine, saved_results
 from benchmarks.stats import share
-from engine.store import RunStore
+from engine.runs import open_run
 from search.errors import UserError, exit_code
 
 ARMS: dict[str, list[str]] = {"plain": [], "reflect": ["--reflect"], "analyst": ["--analyst"]}
@@ -54,9 +54,9 @@ def step_success(rows: pd.DataFrame) -> dict[str, int]:
 
 
 def measure(task: str, seed: int, arm: str, run_dir: Path) -> dict[str, Any]:
-    store = RunStore.open(run_dir)
-    rows = pd.DataFrame(store.read_rows())
-    result = store.manifest().get("result", {})
+    run = open_run(run_dir)
+    rows = pd.DataFrame(run.rows)
+    result = run.manifest.get("result", {})
     tokens = int((rows.prompt_tokens + rows.completion_tokens).sum())
     llm_nodes = int((rows.operator != "baseline").sum())
     return {

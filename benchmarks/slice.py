@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from engine.run import main as run_main
-from engine.store import RunStore
+from engine.runs import open_run
 from search.errors import UserError
 
 DEMO = Path(__file__).parent / "data" / "concrete-strength" / "concrete.csv"
@@ -42,7 +42,7 @@ def lightgbm_default(run_dir: Path) -> float:
     from benchmarks.baselines import submission_csv
     from engine.scoring import score
 
-    task = RunStore.open(run_dir).load_task()
+    task = open_run(run_dir).task()
     X = pd.get_dummies(task.train.drop(columns=[task.target]))
     y = task.train[task.target]
     model = lgb.LGBMRegressor(verbose=-1) if task.task_type == "regression" else \
@@ -64,9 +64,10 @@ def run_engine(argv: list[str], out: Path) -> tuple[int, Path | None]:
 
 
 def report(run_dir: Path) -> dict[str, float | int | None]:
-    rows = pd.DataFrame(RunStore.open(run_dir).read_rows())
+    run = open_run(run_dir)
+    rows = pd.DataFrame(run.rows)
     ok = rows[rows.status == "ok"]
-    manifest = RunStore.open(run_dir).manifest()
+    manifest = run.manifest
     spent = manifest.get("spent", {})
     drafts = rows[(rows.operator == "draft") & (rows.code != "")]
     best = manifest.get("result", {})

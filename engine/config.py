@@ -7,14 +7,18 @@ says what is wrong and how to fix it.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
+import sys
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
+from actors.llm import Routes, parse_routes, parse_spec, routes_from_mapping
 from search.errors import UserError
 from search.metric import METRICS
 
@@ -43,12 +47,26 @@ def default_executors() -> int:
     return max(1, (os.cpu_count() or 2) - 1)
 
 
+def _flag(help: str, *, metavar: str | None = None, choices: tuple[str, ...] | None = None,
+          parse: Any = None) -> dict[str, Any]:
+    """A field that is also a command-line flag: `--name-with-dashes`, this help; a bool that
+    defaults to True becomes `--no-name`. `parse` turns the flag's text into the value."""
+    return {"help": help, "metavar": metavar, "choices": choices, "parse": parse}
+
+
 @dataclass(frozen=True)
 class RunConfig:
-    data: Path | None = None
-    target: str | None = None
-    test: Path | None = None
-    metric: str | None = None
+    """Every option of a run. A field with flag metadata is also a flag of `engine.run`
+    (`add_flags`); the others are task.yaml keys only."""
+
+    data: Path | None = field(default=None, metadata=_flag(
+        "training CSV with features and the target column"))
+    target: str | None = field(default=None, metadata=_flag("name of the column to predict"))
+    test: Path | None = field(default=None, metadata=_flag(
+        "optional CSV used as the hidden test split (same columns as --data)"))
+    metric: str | None = field(default=None, metadata=_flag(
+        f"{' | '.join(METRICS)} (default: f1 binary, f1_weighted multiclass, rmse "
+        "regression)"))
     description: str = ""
     task_type: str | None = None  # "classification" | "regression"; None: inferred
     # Deployment constraints (task.yaml or the words of a plain-language --task); a node that
@@ -56,42 +74,80 @@ class RunConfig:
     max_predict_ms_per_row: float | None = None
     max_model_mb: float | None = None
     max_train_seconds: float | None = None
-    budget: float = 600.0  # seconds of wall clock
-    max_nodes: int | None = None
-    max_tokens: int | None = None
-    executors: int = field(default_factory=default_executors)
+    budget: float = field(default=600.0, metadata=_flag(  # seconds of wall clock
+        "wall-clock budget: 90s, 10m, 2h (default 10m)", parse=parse_budget))
+    max_nodes: int | None = field(default=None, metadata=_flag(
+        "stop after this many nodes in total"))
+    max_tokens: int | None = field(default=None, metadata=_flag(
+        "stop after this many LLM tokens in total"))
+    executors: int = field(default_factory=default_executors, metadata=_flag(
+        "parallel sandboxed executors (default: cores - 1, at least 1)"))
     # One spec, or specs routed by operator: "draft,improve=vllm:big;debug=vllm:small"
     # (task.yaml may give a mapping instead; see actors.llm.parse_routes).
-    llm: str = "llama"
-    llm_replicas: int = 1  # actors per spec
+    llm: str = field(default="llama", metadata=_flag(
+        "llama (embedded default), llama:/path/model.gguf, vllm:MODEL_OR_PATH, "
+        "openai:BASE_URL#MODEL (key from OPENAI_API_KEY), scripted:FILE.json (replay, for "
+        "tests); or specs routed by operator: 'draft,improve=SPEC1;debug=SPEC2' (an entry "
+        "without operators serves the rest)"))
+    llm_replicas: int = field(default=1, metadata=_flag(
+        "LLM actors (model copies) per spec (default 1)"))
     # Requests one LLM actor serves at once; None: the backend's own (llama 1, vllm 32, ...).
-    llm_concurrency: int | None = None
-    tp: int = 1  # tensor parallel GPUs per vLLM replica (one placement group on one node)
-    llm_gpus: float | None = None  # GPUs per LLM actor; None: tp for vllm, 0 for the others
-    llm_resource: str | None = None  # custom Ray resource each LLM actor needs (e.g. "llm")
-    executor_resource: str | None = None  # custom Ray resource each executor needs
-    executor_gpus: float = 0.0  # GPU share per executor (per candidate), e.g. 0.25
+    llm_concurrency: int | None = field(default=None, metadata=_flag(
+        "requests each LLM actor serves at once (default: llama 1, vllm 32, openai 8)"))
+    tp: int = field(default=1, metadata=_flag(  # one placement group on one node
+        "tensor parallel size: GPUs per vLLM replica, packed on one node (default 1)"))
+    llm_gpus: float | None = field(default=None, metadata=_flag(
+        "GPUs per vLLM actor (default: --tp; 0 runs vLLM on CPU)"))
+    llm_resource: str | None = field(default=None, metadata=_flag(
+        "custom Ray resource each LLM actor needs, e.g. llm (cluster.yaml declares it on the "
+        "GPU nodes)", metavar="NAME"))
+    executor_resource: str | None = field(default=None, metadata=_flag(
+        "custom Ray resource each executor needs, e.g. executor", metavar="NAME"))
+    executor_gpus: float = field(default=0.0, metadata=_flag(
+        "GPU share each executor (candidate) gets, e.g. 0.25 (default 0)"))
     vllm_args: dict[str, Any] | None = None  # task.yaml only: more AsyncEngineArgs for vLLM
-    address: str | None = None  # Ray cluster to join ("auto"); None starts a local one
-    policy: str = "greedy"
-    seed: int = 0
+    address: str | None = field(default=None, metadata=_flag(
+        "Ray cluster to join, e.g. auto (default: start a local one)"))
+    policy: str = field(default="greedy", metadata=_flag(
+        "search policy: greedy, mcts or sela (default greedy)"))
+    seed: int = field(default=0, metadata=_flag(
+        "seed for splits, policy and sampling (default 0)"))
     # Seed of the train/valid/test split alone; None: `seed`. Benchmarks fix it per task and vary
     # `seed`, so repeated searches differ in the search, not in the data.
-    split_seed: int | None = None
-    out: Path = Path("runs")
-    exec_timeout: float = 300.0
+    split_seed: int | None = field(default=None, metadata=_flag(
+        "seed for the train/valid/test split alone (default: --seed)"))
+    out: Path = field(default=Path("runs"), metadata=_flag(
+        "folder for run directories (default runs/)"))
+    exec_timeout: float = field(default=300.0, metadata=_flag(
+        "seconds one candidate script may run (default 300)"))
     # Seconds one generation may take before it counts as hung: the node is lost and the LLM
     # actor replaced (a synchronous actor cannot cancel a running call). task.yaml only.
     llm_timeout: float = 600.0
-    select: str = "confirmed"  # how the final winner is chosen: one of SELECT_METHODS
-    baseline: bool = True  # start with the engine's LightGBM root (operator=baseline)
-    ensemble: bool = True  # let the policy propose engine-written ensembles of the best nodes
-    analyst: bool = False  # an exploration script before drafting; its findings join prompts
-    reflect: bool = False  # a reflection call before every debug and improve step
-    quiet: bool = False
+    select: str = field(default="confirmed", metadata=_flag(
+        "how the final best is chosen: confirmed (default: a node replaces the baseline root "
+        "only if it beats it in 90%% of bootstrap resamples of valid), valid (the best valid "
+        "score) or cv (5-fold cross-validation of the top 3 nodes on train+valid)",
+        choices=("confirmed", "valid", "cv")))
+    baseline: bool = field(default=True, metadata=_flag(
+        "skip the engine's LightGBM baseline root node"))
+    ensemble: bool = field(default=True, metadata=_flag(
+        "never propose engine-written ensembles of the best nodes"))
+    analyst: bool = field(default=False, metadata=_flag(
+        "before drafting, run an LLM-written data exploration script; what it prints joins "
+        "every later prompt"))
+    reflect: bool = field(default=False, metadata=_flag(
+        "before each debug and improve step, ask the LLM what failed or what limits the score "
+        "(Reflexion); the answer goes into the step's prompt"))
+    quiet: bool = field(default=False, metadata=_flag(
+        "plain log lines instead of the live display"))
     num_drafts: int = 3
     debug_prob: float = 0.5
     max_debug_depth: int = 3
+
+    @cached_property
+    def routes(self) -> Routes:
+        """`llm` parsed, once: the spec serving each operator."""
+        return parse_routes(self.llm)
 
     def validate(self) -> RunConfig:
         if self.data is None:
@@ -134,9 +190,7 @@ class RunConfig:
         return self
 
     def _validate_placement(self) -> None:
-        from actors.llm import parse_routes, parse_spec
-
-        specs = parse_routes(self.llm).specs
+        specs = self.routes.specs
         if self.tp < 1:
             raise UserError(f"bad --tp {self.tp}: it must be at least 1 (GPUs per vLLM replica)")
         if self.tp > 1 and not any(parse_spec(s)[0] == "vllm" for s in specs):
@@ -170,7 +224,9 @@ class RunConfig:
 _PATHS = {"data", "test", "out"}
 TASK_TYPES = ("classification", "regression")
 CONSTRAINT_KEYS = ("max_predict_ms_per_row", "max_model_mb", "max_train_seconds")
-SELECT_METHODS = ("confirmed", "valid", "cv")  # the final selections of engine/select.py
+# The final selections of engine/select.py: the choices of the `select` field.
+SELECT_METHODS: tuple[str, ...] = next(
+    f.metadata["choices"] for f in fields(RunConfig) if f.name == "select")
 # What a run writes into its task.yaml: the task and how it was searched, not machine details.
 _TASK_YAML_KEYS = ("data", "test", "target", "metric", "task_type", "description",
                    *CONSTRAINT_KEYS, "budget", "seed", "llm", "policy")
@@ -211,7 +267,7 @@ def _build(data: dict[str, Any], base: Path, source: str) -> RunConfig:
 
 def _llm_paths(value: Any, base: Path, source: str) -> str:
     """The `llm` value as routes text, with relative file paths made relative to `base`."""
-    from actors.llm import parse_routes, routes_from_mapping
+
 
     text = routes_from_mapping(value, source) if isinstance(value, dict) else str(value)
 
@@ -237,6 +293,63 @@ def load_task_yaml(path: Path) -> RunConfig:
     if not isinstance(data, dict):
         raise UserError(f"task file {path} must be a mapping like 'data: train.csv' per line")
     return _build(data, base=path.parent, source=f"task file {path}")
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse with the engine's error style: one line on stderr, exit code 2. A value that
+    starts with a dash (`--budget -5m`) is taken as the value, so the value's own check says
+    what is wrong with it, instead of argparse reading it as an unknown option."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        options = {flag for action in self._actions for flag in action.option_strings}
+        takes_value = {flag for action in self._actions if action.nargs is None
+                       for flag in action.option_strings}
+        joined: list[str] = []
+        for token in argv:
+            if (joined and joined[-1] in takes_value and token.startswith("-")
+                    and token.split("=", 1)[0] not in options):
+                joined[-1] = f"{joined[-1]}={token}"
+            else:
+                joined.append(token)
+        return super().parse_known_args(joined, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message}; see {self.prog} --help\n")
+
+
+_FLAG_TYPES: dict[str, Any] = {"Path | None": Path, "Path": Path, "int": int,
+                               "int | None": int, "float": float, "float | None": float,
+                               "str": str, "str | None": str}
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per RunConfig field that has flag metadata; every flag defaults to None, so
+    only what was given overrides a task file."""
+    for f in fields(RunConfig):
+        if "help" not in f.metadata:
+            continue
+        meta, flag = f.metadata, "--" + f.name.replace("_", "-")
+        if f.type == "bool":
+            negated = f.default is True
+            parser.add_argument(f"--no-{flag[2:]}" if negated else flag, dest=f.name,
+                                action="store_false" if negated else "store_true",
+                                default=None, help=meta["help"])
+            continue
+        kind = str if meta["parse"] else _FLAG_TYPES[str(f.type)]
+        parser.add_argument(flag, dest=f.name, type=kind, metavar=meta["metavar"],
+                            choices=meta["choices"], help=meta["help"])
+
+
+def flag_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The RunConfig values of the parsed flags (None: not given), each parsed once."""
+    values = {}
+    for f in fields(RunConfig):
+        if "help" in f.metadata:
+            value = getattr(args, f.name)
+            parse = f.metadata["parse"]
+            values[f.name] = parse(value) if parse and value is not None else value
+    return values
 
 
 def merge(base: RunConfig, overrides: dict[str, Any]) -> RunConfig:

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from engine.store import RunStore
+from engine.runs import open_run
 from search.errors import EngineError, StoreError, UserError, exit_code
 
 FORMATS = ("sharegpt", "alpaca", "messages")
@@ -70,11 +70,10 @@ def runs_in(path: Path) -> list[Path]:
 def run_examples(run_dir: Path, min_gain: float, skipped: Counter[str]) -> list[dict[str, Any]]:
     """The successful steps of one run, as format-free examples."""
     try:
-        store = RunStore.open(run_dir)
-        manifest = store.manifest()
-        rows = store.read_rows()
+        run = open_run(run_dir)
     except StoreError as exc:
         raise UserError(f"cannot export {run_dir}: {exc}") from exc
+    manifest, rows = run.manifest, run.rows
     by_id = {r["node_id"]: r for r in rows}
     task = _task_name(manifest)
     examples = []

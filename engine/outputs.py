@@ -17,14 +17,11 @@ import json
 import math
 import shutil
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.select import apply_selection
-from engine.store import RunStore
+from engine.runs import Run, open_run
 from engine.summary import FILES, cost
-from search.constraints import Constraints
 from search.journal import Journal
 from search.metric import METRICS
 from search.node import Node, Operator, Status
@@ -43,32 +40,9 @@ BEST_COLOUR = "#f1c40f"
 # --- loading ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class LoadedRun:
-    """A run read once from its store: the rows (with test scores), the Journal, the manifest."""
-
-    store: RunStore
-    rows: list[dict[str, Any]]
-    journal: Journal
-    tests: dict[str, float | None]
-    manifest: dict[str, Any]
-
-
-def load_run(root: Path) -> LoadedRun:
-    """Read a run once: its rows, test scores, manifest, and the Journal with its final choice."""
-    store = RunStore.open(Path(root))
-    rows = store.read_rows()
-    tests = {str(r["node_id"]): r.get("test_metric_raw") for r in rows}
-    manifest = store.manifest()
-    journal = Journal([Node.from_record(r) for r in rows],
-                      constraints=Constraints.from_mapping(manifest.get("config", {})))
-    apply_selection(journal, manifest)
-    return LoadedRun(store, rows, journal, tests, manifest)
-
-
 def write_outputs(root: Path) -> None:
     """Write good/, tree.html and plots/ for the run at `root` from what the store holds."""
-    run = load_run(root)
+    run = open_run(root)
     write_good(run.store.root, run.journal, run.tests)
     _write_tree_html(run)
     _write_plots(run)
@@ -138,10 +112,10 @@ def _number(value: float | None) -> float | None:
 
 def tree_data(root: Path) -> dict[str, Any]:
     """What tree.html draws: the run's header facts and one record per node (no test scores)."""
-    return _tree_data(load_run(root))
+    return _tree_data(open_run(root))
 
 
-def _tree_data(run: LoadedRun) -> dict[str, Any]:
+def _tree_data(run: Run) -> dict[str, Any]:
     store, rows, journal, manifest = run.store, run.rows, run.journal, run.manifest
     metric_name = str(manifest.get("metric", ""))
     spec = METRICS.get(metric_name)
@@ -196,10 +170,10 @@ def embed_json(data: Any) -> str:
 
 def write_tree_html(root: Path) -> Path:
     """Write `tree.html`: the whole search tree in one file that needs no network."""
-    return _write_tree_html(load_run(root))
+    return _write_tree_html(open_run(root))
 
 
-def _write_tree_html(run: LoadedRun) -> Path:
+def _write_tree_html(run: Run) -> Path:
     root = run.store.root
     data = _tree_data(run)
     title = f"treeml run {data['run_id']}".replace("<", "").replace("&", "")
@@ -498,10 +472,10 @@ _JS = r"""
 
 def write_plots(root: Path) -> list[Path]:
     """Write plots/best_over_time.png, plots/nodes_by_status.png and plots/timeline.png."""
-    return _write_plots(load_run(root))
+    return _write_plots(open_run(root))
 
 
-def _write_plots(run: LoadedRun) -> list[Path]:
+def _write_plots(run: Run) -> list[Path]:
     # Imported here: matplotlib costs about a second, and only the end of a start needs it.
     # Figure without pyplot: no global backend or figure registry (Agg renders the PNGs).
     from matplotlib.figure import Figure

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from actors.llm import backend_of, parse_routes, parse_spec
+from actors.llm import backend_of, parse_spec
 from actors.workers import Placement, PoolPlan, Workers
 from engine.config import RunConfig
 from search.errors import UserError
@@ -18,7 +18,7 @@ from search.errors import UserError
 
 def llm_options(config: RunConfig) -> dict[str, dict[str, Any]]:
     """Backend options per distinct spec of `--llm`."""
-    return {spec: spec_options(config, spec) for spec in parse_routes(config.llm).specs}
+    return {spec: spec_options(config, spec) for spec in config.routes.specs}
 
 
 def spec_options(config: RunConfig, spec: str) -> dict[str, Any]:
@@ -74,6 +74,6 @@ def start_workers(config: RunConfig, options: dict[str, dict[str, Any]]) -> Work
     plans = [
         PoolPlan(spec, options[spec], llm_concurrency(config, spec),
                  llm_placement(config, spec), config.llm_replicas)
-        for spec in parse_routes(config.llm).specs
+        for spec in config.routes.specs
     ]
     return Workers.start(plans, config.executors, executor_placement(config))

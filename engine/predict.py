@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from engine.store import RunStore
+from engine.runs import open_run
 from engine.task import PreparedTask
 from sandbox import Limits, SandboxError, run_script
 from search.errors import EngineError, UserError, exit_code
@@ -43,13 +43,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds the solution may run (default: the run's --exec-timeout "
                              f"doubled, at least {DEFAULT_TIMEOUT:.0f})")
     return parser
-
-
-def open_run(run: Path) -> RunStore:
-    if not (run / "manifest.json").is_file() or not (run / "task").is_dir():
-        raise UserError(f"{run} is not a run directory (no manifest.json and task/); "
-                        "pass runs/<run_id>")
-    return RunStore.open(run)
 
 
 def read_rows(path: Path) -> pd.DataFrame:
@@ -101,8 +94,8 @@ def _csv(frame: pd.DataFrame) -> bytes:
 def predict(run: Path, rows: Path, output: Path, *, refit: bool = False,
             timeout: float | None = None) -> int:
     """Write predictions for `rows` to `output`; returns how many rows were predicted."""
-    store = open_run(run)
-    task = store.load_task()
+    opened = open_run(run)
+    task = opened.task()
     frame = feature_rows(task, read_rows(rows), rows)
     solution = run / "best" / "solution.py"
     if not solution.is_file():
@@ -112,7 +105,7 @@ def predict(run: Path, rows: Path, output: Path, *, refit: bool = False,
     inputs = {"train.csv": training_csv(task, refit), "valid.csv": new, "test.csv": new,
               "description.md": task.description.encode("utf-8")}
     if timeout is None:
-        configured = float(store.manifest().get("config", {}).get("exec_timeout") or 0.0)
+        configured = float(opened.config.get("exec_timeout") or 0.0)
         timeout = max(DEFAULT_TIMEOUT, 2 * configured)
     try:
         result = run_script(solution.read_text(), inputs, Limits(wall_seconds=timeout))

@@ -21,17 +21,19 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from actors.llm import parse_routes
 from engine.config import (
-    SELECT_METHODS,
+    CommandParser,
     RunConfig,
+    add_flags,
+    flag_values,
     is_task_file,
     load_task_yaml,
     merge,
-    parse_budget,
     task_yaml_text,
 )
 from engine.outputs import write_outputs
+from engine.runs import open_run
+from engine.select import Runner
 from engine.store import RunStore
 from engine.summary import summary_facts, write_summary
 from engine.task import PreparedTask, TaskSpec, prepare_task
@@ -58,18 +60,11 @@ EPILOG = """examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog="python -m engine.run", epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="LLM tree search over ML scripts for a tabular task, on Ray.",
     )
-    p.add_argument("--data", type=Path, help="training CSV with features and the target column")
-    p.add_argument("--target", help="name of the column to predict")
-    p.add_argument("--test", type=Path,
-                   help="optional CSV used as the hidden test split (same columns as --data)")
-    p.add_argument("--metric", help="f1 | f1_weighted | accuracy | roc_auc | log_loss | rmse | "
-                                    "mae | r2 (default: f1 binary, f1_weighted multiclass, "
-                                    "rmse regression)")
     p.add_argument("--task", metavar="FILE_OR_TEXT",
                    help="task.yaml holding any of these flags as keys (flags given win), or "
                         "the task in words: \"predict COLUMN from FILE.csv, maximise AUC, "
@@ -78,79 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", type=Path, metavar="RUN_DIR",
                    help="continue a stopped run (runs/<run_id>); --budget sets this start's "
                         "budget (default: what the run had left)")
-    p.add_argument("--budget", help="wall-clock budget: 90s, 10m, 2h (default 10m)")
-    p.add_argument("--max-nodes", type=int, help="stop after this many nodes in total")
-    p.add_argument("--max-tokens", type=int, help="stop after this many LLM tokens in total")
-    p.add_argument("--executors", type=int,
-                   help="parallel sandboxed executors (default: cores - 1, at least 1)")
-    p.add_argument("--llm", help="llama (embedded default), llama:/path/model.gguf, "
-                                 "vllm:MODEL_OR_PATH, openai:BASE_URL#MODEL (key from "
-                                 "OPENAI_API_KEY), scripted:FILE.json (replay, for tests); or "
-                                 "specs routed by operator: 'draft,improve=SPEC1;debug=SPEC2' "
-                                 "(an entry without operators serves the rest)")
-    p.add_argument("--llm-replicas", type=int,
-                   help="LLM actors (model copies) per spec (default 1)")
-    p.add_argument("--llm-concurrency", type=int,
-                   help="requests each LLM actor serves at once (default: llama 1, "
-                        "vllm 32, openai 8)")
-    p.add_argument("--tp", type=int,
-                   help="tensor parallel size: GPUs per vLLM replica, packed on one node "
-                        "(default 1)")
-    p.add_argument("--llm-gpus", type=float,
-                   help="GPUs per vLLM actor (default: --tp; 0 runs vLLM on CPU)")
-    p.add_argument("--llm-resource", metavar="NAME",
-                   help="custom Ray resource each LLM actor needs, e.g. llm (cluster.yaml "
-                        "declares it on the GPU nodes)")
-    p.add_argument("--executor-resource", metavar="NAME",
-                   help="custom Ray resource each executor needs, e.g. executor")
-    p.add_argument("--executor-gpus", type=float,
-                   help="GPU share each executor (candidate) gets, e.g. 0.25 (default 0)")
-    p.add_argument("--policy", help="search policy: greedy, mcts or sela (default greedy)")
-    p.add_argument("--seed", type=int, help="seed for splits, policy and sampling (default 0)")
-    p.add_argument("--split-seed", type=int,
-                   help="seed for the train/valid/test split alone (default: --seed)")
-    p.add_argument("--out", type=Path, help="folder for run directories (default runs/)")
-    p.add_argument("--exec-timeout", type=float,
-                   help="seconds one candidate script may run (default 300)")
-    p.add_argument("--address", help="Ray cluster to join, e.g. auto (default: start a local one)")
-    p.add_argument("--select", choices=SELECT_METHODS,
-                   help="how the final best is chosen: confirmed (default: a node replaces the "
-                        "baseline root only if it beats it in 90%% of bootstrap resamples of "
-                        "valid), valid (the best valid score) or cv (5-fold cross-validation of "
-                        "the top 3 nodes on train+valid)")
-    p.add_argument("--no-baseline", dest="baseline", action="store_false", default=None,
-                   help="skip the engine's LightGBM baseline root node")
-    p.add_argument("--no-ensemble", dest="ensemble", action="store_false", default=None,
-                   help="never propose engine-written ensembles of the best nodes")
-    p.add_argument("--analyst", action="store_true", default=None,
-                   help="before drafting, run an LLM-written data exploration script; what it "
-                        "prints joins every later prompt")
-    p.add_argument("--reflect", action="store_true", default=None,
-                   help="before each debug and improve step, ask the LLM what failed or what "
-                        "limits the score (Reflexion); the answer goes into the step's prompt")
-    p.add_argument("--quiet", action="store_true", default=None,
-                   help="plain log lines instead of the live display")
+    add_flags(p)
     return p
 
 
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "data": args.data, "target": args.target, "test": args.test, "metric": args.metric,
-        "max_nodes": args.max_nodes, "max_tokens": args.max_tokens,
-        "executors": args.executors, "llm": args.llm, "llm_replicas": args.llm_replicas,
-        "llm_concurrency": args.llm_concurrency, "policy": args.policy, "seed": args.seed,
-        "split_seed": args.split_seed,
-        "out": args.out, "exec_timeout": args.exec_timeout, "quiet": args.quiet,
-        "address": args.address, "baseline": args.baseline, "ensemble": args.ensemble,
-        "select": args.select, "analyst": args.analyst, "reflect": args.reflect,
-        "tp": args.tp, "llm_gpus": args.llm_gpus, "llm_resource": args.llm_resource,
-        "executor_resource": args.executor_resource, "executor_gpus": args.executor_gpus,
-        "budget": parse_budget(args.budget) if args.budget is not None else None,
-    }
-
-
 def config_from_args(args: argparse.Namespace, console: Console | None = None) -> RunConfig:
-    overrides = _overrides(args)
+    overrides = flag_values(args)
     if args.task is not None and not is_task_file(args.task):
         base = request_config(args.task, overrides, console or Console(soft_wrap=True))
     else:
@@ -169,10 +97,9 @@ def request_config(text: str, overrides: dict[str, Any], console: Console) -> Ru
 
     def make_llm() -> Any:
         from actors.llm import make_llm as make
-        from actors.llm import parse_routes
         from engine.placement import spec_options
 
-        spec = parse_routes(provisional.llm).specs[0]  # the first (or only) model answers
+        spec = provisional.routes.specs[0]  # the first (or only) model answers
         options = spec_options(provisional, spec)
         if "n_threads" in options:  # the embedded model: nothing else runs yet: every core
             options["n_threads"] = os.cpu_count() or 1
@@ -273,10 +200,9 @@ def start_ray(config: RunConfig) -> None:
         finally:
             pool.shutdown(wait=False)
         return
-    from actors.llm import parse_routes
 
     cores = os.cpu_count() or 2
-    actors = config.executors + config.llm_replicas * len(parse_routes(config.llm).specs)
+    actors = config.executors + config.llm_replicas * len(config.routes.specs)
     # "local" starts a private cluster even when another Ray runs on this machine.
     ray.init(address="local", num_cpus=max(cores, actors),
              include_dashboard=False, object_store_memory=100 * 2**20, log_to_driver=False,
@@ -329,12 +255,12 @@ def write_task_yaml(root: Path, config: RunConfig, metric: str) -> Path:
 
 def resume_run(run_dir: Path, args: argparse.Namespace, console: Console) -> Path:
     try:
-        store = RunStore.open(run_dir)
-        manifest = store.manifest()
-        task = store.load_task()
-    except StoreError as exc:  # a wrong or altered directory is the user's input to fix
+        run = open_run(run_dir)
+        task = run.task()
+    except (StoreError, UserError) as exc:  # a wrong or altered directory: the user's to fix
         raise UserError(f"cannot resume {run_dir}: {exc}") from exc
-    flags = {k: v for k, v in _overrides(args).items() if v is not None}
+    store, manifest = run.store, run.manifest
+    flags = {k: v for k, v in flag_values(args).items() if v is not None}
     fixed = sorted(set(flags) & {"data", "target", "test", "metric", "seed", "split_seed", "out"})
     if fixed:
         raise UserError(f"--resume keeps the run's task; drop {', '.join('--' + f for f in fixed)}")
@@ -349,12 +275,10 @@ def resume_run(run_dir: Path, args: argparse.Namespace, console: Console) -> Pat
     from engine.placement import llm_options
 
     options = llm_options(config)
-    nodes, tests = store.read_nodes()
-    journal = Journal(nodes, constraints=Constraints.from_mapping(config.to_json()))
     requeue = store.take_in_flight()
-    console.print(f"resuming {store.run_id}: {len(journal)} nodes stored, "
+    console.print(f"resuming {store.run_id}: {len(run.journal)} nodes stored, "
                   f"{len(requeue)} re-proposed")
-    return search(store, task, config, options, journal, requeue, console, tests)
+    return search(store, task, config, options, run.journal, requeue, console, run.tests)
 
 
 def search(store: RunStore, task: PreparedTask, config: RunConfig,
@@ -410,7 +334,7 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
             policy=policy, budget=budget, exec_timeout=config.exec_timeout, requeue=requeue,
             llm_timeout=config.llm_timeout, reflect=config.reflect,
             on_node=lambda node, s: progress.node(node, s.prompt_tokens + s.completion_tokens),
-            route=parse_routes(config.llm).spec_for, **workers.loop_arguments(),
+            route=config.routes.spec_for, **workers.loop_arguments(),
         )
         progress.loop = loop
         try:
@@ -422,26 +346,30 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
         except KeyboardInterrupt:
             interrupted = True
             stats = loop.stats
+        all_tests = {**(tests or {}), **stats.test_scores}
+        spent = {
+            "seconds": float(before.get("seconds", 0.0)) + time.time() - started,
+            "budget": float(before.get("budget", 0.0)) + config.budget,
+            "nodes": len(journal),
+            "prompt_tokens": int(before.get("prompt_tokens", 0)) + stats.prompt_tokens,
+            "completion_tokens": (int(before.get("completion_tokens", 0))
+                                  + stats.completion_tokens),
+            "llm_seconds": float(before.get("llm_seconds", 0.0)) + stats.llm_seconds,
+            "repairs": int(before.get("repairs", 0)) + stats.repairs,
+            "duplicates": int(before.get("duplicates", 0)) + stats.duplicates,
+            "lost": int(before.get("lost", 0)) + stats.lost,
+            "overhead_seconds": (float(before.get("overhead_seconds", 0.0))
+                                 + stats.overhead_seconds),
+            "stopped_by": "user" if interrupted else stats.stopped_by,
+        }
+        store.compact()
+        # On the search's executors: selection runs scripts in the same sandboxes.
+        selection = select_final(store, task, journal, all_tests, config, console,
+                                 workers.run_script)
     finally:
         if workers is not None:
             workers.close()
         ray.shutdown()
-    all_tests = {**(tests or {}), **stats.test_scores}
-    spent = {
-        "seconds": float(before.get("seconds", 0.0)) + time.time() - started,
-        "budget": float(before.get("budget", 0.0)) + config.budget,
-        "nodes": len(journal),
-        "prompt_tokens": int(before.get("prompt_tokens", 0)) + stats.prompt_tokens,
-        "completion_tokens": int(before.get("completion_tokens", 0)) + stats.completion_tokens,
-        "llm_seconds": float(before.get("llm_seconds", 0.0)) + stats.llm_seconds,
-        "repairs": int(before.get("repairs", 0)) + stats.repairs,
-        "duplicates": int(before.get("duplicates", 0)) + stats.duplicates,
-        "lost": int(before.get("lost", 0)) + stats.lost,
-        "overhead_seconds": float(before.get("overhead_seconds", 0.0)) + stats.overhead_seconds,
-        "stopped_by": "user" if interrupted else stats.stopped_by,
-    }
-    store.compact()
-    selection = select_final(store, task, journal, all_tests, config, console)
     facts = summary_facts(journal, all_tests, spent)
     store.update_manifest(spent=spent, result=facts, selection=selection)
     facts["request_warnings"] = manifest.get("request_warnings", [])
@@ -459,11 +387,11 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
 
 def select_final(store: RunStore, task: PreparedTask, journal: Journal,
                  tests: dict[str, float | None], config: RunConfig,
-                 console: Console) -> dict[str, Any]:
+                 console: Console, run: Runner) -> dict[str, Any]:
     """Choose the node the run hands over (`--select`, see engine/select.py), make it the
     journal's `final` and put it in best/; return the record of the choice for the manifest."""
     from engine.select import select_by_cv, select_confirmed, selection_record
-    from sandbox import Limits, run_script
+    from sandbox import Limits
 
     best = journal.best()
     if best is None:
@@ -473,7 +401,7 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
         folds = 5
         console.print(f"selecting the final best by {folds}-fold cross-validation of the top 3 "
                       "nodes on train+valid", markup=False)
-        winner, scores = select_by_cv(task, journal, folds=folds, seed=config.seed,
+        winner, scores = select_by_cv(task, journal, run, folds=folds, seed=config.seed,
                                       limits=limits)
         record = selection_record(winner, scores, folds)
     elif config.select == "confirmed":
@@ -487,7 +415,7 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
     valid, test = store.read_predictions(winner, "valid"), store.read_predictions(winner, "test")
     if valid is None and winner != best.node_id:
         # A run stored before predictions were kept: run the winner again for its files.
-        result = run_script(node.code, task.inputs(), limits)
+        result = run(node.code, task.inputs(), limits)
         if result.status == "ok":
             valid, test = result.valid_csv, result.test_csv
         else:

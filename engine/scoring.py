@@ -2,20 +2,11 @@
 
 `read_submission` checks a `submission/<split>.csv` against the harness contract and raises
 `SubmissionError` with one exact, actionable message (it goes into the debug prompt as is);
-`score` returns the raw metric value; `compute_metric` holds the formulas.
+`score` returns the raw metric value, by the formula of the metric table (`search.metric`).
 
 Class labels are compared as strings; when every label is an integer, '1', '1.0' and ' 1 ' all
-mean '1', and a label that matches only ignoring case ('true' for 'True') is accepted too.
-
-Metric rules:
-- f1: F1 of the positive class, `engine.task.positive_label` (the label reading '1', 'yes',
-  'true' or 'positive' if exactly one does, else the last of the sorted labels).
-- roc_auc: binary from the positive class's probability; multiclass one-vs-rest, each class's
-  AUC weighted by its share of y_true (sklearn's ovr/weighted). Computed per class so that
-  probabilities rounded in a CSV need not sum to exactly 1.
-- log_loss: probabilities floored at 1e-15 and each row rescaled to sum to 1 (binary: the
-  positive class's probability clipped to [1e-15, 1 - 1e-15]).
-- For binary tasks proba_<positive> alone is enough (or proba_<negative>, read as 1 - p).
+mean '1', and a label that matches only ignoring case ('true' for 'True') is accepted too. For
+binary tasks proba_<positive> alone is enough (or proba_<negative>, read as 1 - p).
 """
 
 from __future__ import annotations
@@ -26,15 +17,13 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from sklearn.metrics import f1_score, r2_score, roc_auc_score
 
-from engine.task import PreparedTask, label_str, positive_label
-from search.metric import MetricSpec
+from engine.task import PreparedTask
+from search.metric import positive_label
 
 SPLITS = ("valid", "test")
 # Written by some libraries for a missing value; a missing prediction is an error, not a label.
 _MISSING_WORDS = frozenset({"", "nan", "na", "n/a", "none", "null"})
-_LOG_LOSS_EPS = 1e-15
 # A probability written as 1.0000000001 by float noise is still a probability.
 _PROBA_TOLERANCE = 1e-6
 _SHOW = 5  # how many offending values a message quotes
@@ -165,106 +154,7 @@ def submission_metric(task: PreparedTask, submission: pd.DataFrame, truth: pd.Se
     if task.metric.needs_proba:
         columns = [c for c in submission.columns if c.startswith("proba_")]
         proba = submission[columns].rename(columns=lambda c: c[len("proba_"):])
-    return compute_metric(task.metric, truth, submission["prediction"], proba, task.labels)
-
-
-def compute_metric(
-    spec: MetricSpec,
-    y_true: Sequence[object] | pd.Series,
-    y_pred: Sequence[object] | pd.Series,
-    proba: pd.DataFrame | None,
-    labels: Sequence[str],
-) -> float:
-    """The raw value of metric `spec`.
-
-    Classification labels may be given as any value (`label_str` makes them strings); `proba`
-    has one column per label, named by the label (for binary, the positive class's column
-    alone, or the negative's, is enough). `labels` are the task's sorted labels.
-    """
-    if len(y_true) != len(y_pred):
-        raise ValueError(f"y_true has {len(y_true)} values, y_pred {len(y_pred)}")
-    if len(y_true) == 0:
-        raise ValueError("cannot score zero rows")
-    name = spec.name
-    if name in ("rmse", "mae", "r2"):
-        truth = np.asarray(y_true, dtype=float)
-        pred = np.asarray(y_pred, dtype=float)
-        if name == "rmse":
-            return float(np.sqrt(np.mean((truth - pred) ** 2)))
-        if name == "mae":
-            return float(np.mean(np.abs(truth - pred)))
-        return float(r2_score(truth, pred))
-    labels = list(labels)
-    truth_s = np.asarray([label_str(v) for v in y_true], dtype=object)
-    if name == "accuracy":
-        pred_s = np.asarray([label_str(v) for v in y_pred], dtype=object)
-        return float(np.mean(truth_s == pred_s))
-    if name == "f1":
-        pred_s = np.asarray([label_str(v) for v in y_pred], dtype=object)
-        positive = positive_label(labels)
-        tp = int(np.sum((pred_s == positive) & (truth_s == positive)))
-        fp = int(np.sum((pred_s == positive) & (truth_s != positive)))
-        fn = int(np.sum((pred_s != positive) & (truth_s == positive)))
-        return 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
-    if name == "f1_weighted":
-        pred_s = np.asarray([label_str(v) for v in y_pred], dtype=object)
-        return float(
-            f1_score(truth_s, pred_s, labels=labels, average="weighted", zero_division=0.0)
-        )
-    if proba is None:
-        raise ValueError(f"metric {name} needs class probabilities")
-    if name == "roc_auc":
-        return _roc_auc(truth_s, proba, labels)
-    if name == "log_loss":
-        return _log_loss(truth_s, proba, labels)
-    raise ValueError(f"no formula for metric {name!r}")
-
-
-# --- formulas ---------------------------------------------------------------------------------
-
-
-def _positive_proba(proba: pd.DataFrame, labels: Sequence[str]) -> np.ndarray:
-    positive = positive_label(labels)
-    if positive in proba.columns:
-        return proba[positive].to_numpy(dtype=float)
-    negative = next(label for label in labels if label != positive)
-    if negative in proba.columns:
-        return 1.0 - proba[negative].to_numpy(dtype=float)
-    raise ValueError(f"proba has no column for class {positive!r}")
-
-
-def _roc_auc(truth: np.ndarray, proba: pd.DataFrame, labels: Sequence[str]) -> float:
-    if len(labels) == 2:
-        return float(roc_auc_score(truth == positive_label(labels), _positive_proba(proba, labels)))
-    total = weight = 0.0
-    for label in labels:
-        is_label = truth == label
-        support = int(is_label.sum())
-        # A class absent from y_true has weight 0 in sklearn's ovr/weighted average too.
-        if 0 < support < len(truth):
-            total += support * float(roc_auc_score(is_label, proba[label].to_numpy(dtype=float)))
-            weight += support
-    if not weight:
-        raise ValueError("roc_auc needs at least two classes in y_true")
-    return total / weight
-
-
-def _log_loss(truth: np.ndarray, proba: pd.DataFrame, labels: Sequence[str]) -> float:
-    if len(labels) == 2:
-        p_positive = np.clip(_positive_proba(proba, labels), _LOG_LOSS_EPS, 1 - _LOG_LOSS_EPS)
-        p_true = np.where(truth == positive_label(labels), p_positive, 1 - p_positive)
-        return float(-np.mean(np.log(p_true)))
-    index = {label: i for i, label in enumerate(labels)}
-    unknown = sorted(set(truth) - set(index))
-    if unknown:
-        raise ValueError(f"y_true has labels outside `labels`: {unknown[:_SHOW]}")
-    # Only a floor: rows are rescaled to sum to 1 next, so a row written as percentages or
-    # rounded in a CSV still reads as the distribution it meant.
-    matrix = np.maximum(proba[list(labels)].to_numpy(dtype=float), _LOG_LOSS_EPS)
-    matrix = matrix / matrix.sum(axis=1, keepdims=True)
-    rows = np.arange(len(truth))
-    cols = np.asarray([index[label] for label in truth])
-    return float(-np.mean(np.log(matrix[rows, cols])))
+    return task.metric.score(truth, submission["prediction"], proba, task.labels)
 
 
 # --- parsing helpers --------------------------------------------------------------------------

@@ -9,8 +9,8 @@ hundred valid rows two nodes' scores differ by noise. Three methods (`--select`)
   not beat with that same confidence is preferred: averaging near-equal models lowers variance,
   which a valid score cannot show. Compares the nodes' kept valid predictions; runs nothing.
 - `valid`: the best valid score, as the search saw it.
-- `cv`: the top candidates are re-run in the sandbox on k folds of train+valid and scored in
-  the driver; the best mean fold score wins.
+- `cv`: the top candidates are re-run on the search's executors (the same sandboxes as every
+  candidate) on k folds of train+valid and scored in the driver; the best mean fold score wins.
 
 Test labels stay untouched by all three.
 """
@@ -27,12 +27,14 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import KFold, StratifiedKFold
 
-from engine.scoring import SubmissionError, read_submission, score, submission_metric
-from engine.task import PreparedTask, label_str, positive_label
-from sandbox import Limits, run_script
+from engine.scoring import SubmissionError, read_submission, score
+from engine.task import PreparedTask
+from sandbox import ExecResult, Limits
 from search.journal import Journal
 from search.node import Node, Operator
 
+# Runs a script in a sandbox: the search's executors (actors.workers.Workers.run_script).
+Runner = Callable[[str, dict[str, bytes], Limits], ExecResult]
 CONFIDENCE = 0.9  # share of resamples in which a node must beat the one it replaces
 RESAMPLES = 1000
 TOP_K = 5  # distinct prediction sets above the baseline compared against it, best valid first
@@ -61,7 +63,7 @@ def _csv(frame: pd.DataFrame) -> bytes:
 
 
 def cross_validate(task: PreparedTask, node: Node, folds: int, seed: int,
-                   limits: Limits) -> CvScore:
+                   limits: Limits, run: Runner) -> CvScore:
     """Run the node's script on each fold of train+valid; stop at the first failing fold."""
     full = pd.concat(
         [task.train, task.valid_X.assign(**{task.target: task.valid_y.to_numpy()})],
@@ -83,7 +85,7 @@ def cross_validate(task: PreparedTask, node: Node, folds: int, seed: int,
             "test.csv": _csv(fold_X),  # the harness needs one; only valid is scored
             "description.md": task.description.encode(),
         }
-        result = run_script(node.code, inputs, limits)
+        result = run(node.code, inputs, limits)
         if result.status != "ok":
             return CvScore(node.node_id, node.metric_raw, tuple(scores),
                            f"fold {len(scores) + 1}: {result.status} {result.error}".strip())
@@ -97,11 +99,12 @@ def cross_validate(task: PreparedTask, node: Node, folds: int, seed: int,
     return CvScore(node.node_id, node.metric_raw, tuple(scores), "")
 
 
-def select_by_cv(task: PreparedTask, journal: Journal, *, top_k: int = 3, folds: int = 5,
-                 seed: int = 0, limits: Limits | None = None) -> tuple[str | None, list[CvScore]]:
+def select_by_cv(task: PreparedTask, journal: Journal, run: Runner, *, top_k: int = 3,
+                 folds: int = 5, seed: int = 0, limits: Limits | None = None
+                 ) -> tuple[str | None, list[CvScore]]:
     """Cross-validate the top-k distinct ok nodes by valid score; return the winner's id."""
     candidates = _distinct(journal.eligible_nodes)[:top_k]
-    scores = [cross_validate(task, n, folds, seed, limits or Limits()) for n in candidates]
+    scores = [cross_validate(task, n, folds, seed, limits or Limits(), run) for n in candidates]
     ranked = [s for s in scores if s.mean is not None]
     if not ranked:
         return None, scores
@@ -146,40 +149,13 @@ def share_better(task: PreparedTask, a: np.ndarray, b: np.ndarray) -> float:
 def resampled_scores(task: PreparedTask, submission: pd.DataFrame,
                      counts: np.ndarray) -> np.ndarray:
     """The raw metric of a checked valid submission on each resample, a row of `counts` (how
-    often each valid row was drawn). Closed forms for the metrics built from row counts; the
-    others (roc_auc, log_loss) are scored resample by resample."""
-    name, n = task.metric.name, counts.shape[1]
-    if name in ("rmse", "mae", "r2"):
-        truth = task.valid_y.to_numpy(dtype=float)
-        error = truth - submission["prediction"].to_numpy(dtype=float)
-        if name == "rmse":
-            return np.asarray(np.sqrt(counts @ error**2 / n))
-        if name == "mae":
-            return np.asarray(counts @ np.abs(error) / n)
-        spread = counts @ truth**2 / n - (counts @ truth / n) ** 2
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.asarray(1.0 - (counts @ error**2 / n) / spread)
-    if name in ("accuracy", "f1", "f1_weighted"):
-        truth_s = np.asarray([label_str(v) for v in task.valid_y], dtype=object)
-        pred_s = np.asarray([label_str(v) for v in submission["prediction"]], dtype=object)
-        if name == "accuracy":
-            return np.asarray(counts @ (truth_s == pred_s) / n)
-        labels = [positive_label(task.labels)] if name == "f1" else list(task.labels)
-        total = np.zeros(len(counts))
-        for label in labels:
-            true_count = counts @ (truth_s == label)
-            hits = counts @ ((truth_s == label) & (pred_s == label))
-            both = true_count + counts @ (pred_s == label)
-            f1 = np.divide(2 * hits, both, out=np.zeros_like(both), where=both > 0)
-            total += f1 if name == "f1" else true_count * f1 / n
-        return total
-    hidden = task.valid_y.reset_index(drop=True)
-    out = []
-    for row_counts in counts:
-        rows = np.repeat(np.arange(n), row_counts.astype(int))
-        out.append(submission_metric(task, submission.iloc[rows].reset_index(drop=True),
-                                     hidden.iloc[rows].reset_index(drop=True)))
-    return np.asarray(out)
+    often each valid row was drawn), by the metric's resampled form (search.metric)."""
+    proba = None
+    if task.metric.needs_proba:
+        columns = [c for c in submission.columns if c.startswith("proba_")]
+        proba = submission[columns].rename(columns=lambda c: c[len("proba_"):])
+    return task.metric.score_resamples(task.valid_y, submission["prediction"], proba,
+                                       task.labels, counts)
 
 
 def select_confirmed(task: PreparedTask, journal: Journal,
@@ -260,10 +236,3 @@ def _distinct(nodes: Iterable[Node]) -> list[Node]:
             seen.add(node.code_hash)
             out.append(node)
     return out
-
-
-def apply_selection(journal: Journal, manifest: dict[str, Any]) -> None:
-    """Make the journal's `final` the winner a run's manifest records, if it still qualifies."""
-    winner = (manifest.get("selection") or {}).get("winner")
-    if isinstance(winner, str) and winner in journal and journal.is_eligible(journal.get(winner)):
-        journal.choose(winner)

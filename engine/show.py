@@ -16,7 +16,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from engine.outputs import existing_files, load_run
+from engine.outputs import existing_files
+from engine.runs import open_run
 from engine.summary import overview, shown_path, summary_facts, top_errors
 from search.errors import EngineError, UserError, exit_code
 from search.journal import Journal
@@ -42,7 +43,7 @@ def show(run: Path, console: Console, *, nodes: bool = False) -> None:
     if not (run / "manifest.json").is_file() or not (run / "task").is_dir():
         raise UserError(f"{run} is not a run directory (no manifest.json and task/); "
                         "pass runs/<run_id>")
-    loaded = load_run(run)
+    loaded = open_run(run)
     store, manifest, tests, journal = loaded.store, loaded.manifest, loaded.tests, loaded.journal
     facts = summary_facts(journal, tests, dict(manifest.get("spent", {})))
     metric = str(manifest.get("metric", ""))

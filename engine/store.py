@@ -17,6 +17,7 @@ import os
 import secrets
 import shutil
 import time
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -27,38 +28,34 @@ import pyarrow.parquet as pq
 from engine.task import PreparedTask, load_task, save_task
 from sandbox import ExecResult
 from search.errors import StoreError
-from search.node import Node, Operator
+from search.node import LONG_TEXT_FIELDS, Node, Operator
 from search.policy import Proposal
 
-_FLOAT = pa.float64()
-_INT = pa.int64()
-_STR = pa.string()
-SCHEMA = pa.schema(
-    [
-        ("run_id", _STR), ("node_id", _STR), ("parent_id", _STR), ("depth", _INT),
-        ("step", _INT), ("operator", _STR), ("policy", _STR), ("plan", _STR), ("hint", _STR),
-        ("code", _STR), ("code_hash", _STR), ("status", _STR), ("exit_code", _INT), ("error", _STR),
-        ("stdout_tail", _STR), ("stderr_tail", _STR), ("metric", _FLOAT),
-        ("metric_raw", _FLOAT), ("test_metric_raw", _FLOAT), ("self_reported", _FLOAT),
-        ("exec_seconds", _FLOAT), ("llm_seconds", _FLOAT), ("queue_seconds", _FLOAT),
-        ("prompt_tokens", _INT), ("completion_tokens", _INT), ("temperature", _FLOAT),
-        ("model", _STR), ("llm_actor", _STR), ("executor", _STR), ("node_ip", _STR),
-        ("created_at", _FLOAT), ("finished_at", _FLOAT),
-        # Added with issue 9; parts written before read them as null (flags as "").
-        ("train_seconds", _FLOAT), ("predict_ms_per_row", _FLOAT), ("model_mb", _FLOAT),
-        ("train_metric_raw", _FLOAT), ("flags", _STR),
-        # Added with issue 9; a run stored before reads them back as null, then "".
-        ("reflection", _STR), ("prompt", _STR), ("reply", _STR),
-    ]
-)
+_ARROW = {"str": pa.string(), "str | None": pa.string(), "Operator": pa.string(),
+          "Status": pa.string(), "int": pa.int64(), "int | None": pa.int64(),
+          "float": pa.float64(), "float | None": pa.float64()}
 
+
+def _schema() -> pa.Schema:
+    """One column per Node field, in its order, plus the test score kept beside the node (after
+    `metric_raw`). Columns added later read back as null from parts written before them."""
+    columns = []
+    for f in fields(Node):
+        if f.type not in _ARROW:
+            raise TypeError(f"Node.{f.name}: no Parquet type for {f.type!r}; add it to _ARROW")
+        columns.append((f.name, _ARROW[str(f.type)]))
+        if f.name == "metric_raw":
+            columns.append(("test_metric_raw", pa.float64()))
+    return pa.schema(columns)
+
+
+SCHEMA = _schema()
 # Long text columns get no min/max statistics: Parquet would store each value twice more in the
 # footer, useless for text. Measured on 500 improve rows with ~3.8k-character prompts: a
 # one-node part 41 KB -> 11 KB, a 500-node chunk 408 KB -> 135 KB (with zstd).
-_TEXT = {"plan", "code", "error", "stdout_tail", "stderr_tail", "reflection", "prompt", "reply"}
 WRITE_OPTIONS: dict[str, Any] = {
     "compression": "zstd",
-    "write_statistics": [f.name for f in SCHEMA if f.name not in _TEXT],
+    "write_statistics": [f.name for f in SCHEMA if f.name not in LONG_TEXT_FIELDS],
 }
 
 COMPACT_EVERY = 500  # parts merged into a chunk this often, and at the end of every start

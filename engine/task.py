@@ -23,7 +23,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from importlib import metadata
@@ -35,7 +35,7 @@ import pandas as pd
 from sklearn.model_selection import train_test_split
 
 from search.errors import StoreError, UserError
-from search.metric import DEFAULT_METRIC, METRICS, MetricSpec
+from search.metric import DEFAULT_METRIC, METRICS, MetricSpec, label_str, positive_label
 
 # Larger files than this are refused rather than read: a CSV loads at several times its size in
 # memory, once in the driver and again in every candidate's process.
@@ -60,7 +60,6 @@ SPLIT_FILES = ("train.csv", "valid.csv", "test.csv", "valid_labels.csv", "test_l
 INPUT_FILES = ("train.csv", "valid.csv", "test.csv", "description.md")
 LIBRARIES = ("pandas", "scikit-learn", "lightgbm", "optuna", "numpy")
 # Binary labels that name the positive class outright; otherwise the last sorted label is it.
-POSITIVE_WORDS = frozenset({"1", "yes", "true", "positive"})
 TASK_FORMAT = 1
 
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -248,33 +247,12 @@ def hash_split_files(files: Mapping[str, bytes]) -> str:
 # --- labels -----------------------------------------------------------------------------------
 
 
-def label_str(value: object) -> str:
-    """A class label as a string: 1, 1.0 and np.int64(1) are all '1'; True is 'True'."""
-    if isinstance(value, bool | np.bool_):
-        return str(bool(value))
-    if isinstance(value, int | np.integer):
-        return str(int(value))
-    if isinstance(value, float | np.floating) and float(value).is_integer():
-        return str(int(value))
-    return str(value)
-
-
 def sorted_labels(labels: Iterable[str]) -> tuple[str, ...]:
     """Sort labels numerically when all are integers ('2' before '10'), else as strings."""
     unique = set(labels)
     if unique and all(_INTEGER.fullmatch(label) for label in unique):
         return tuple(sorted(unique, key=int))
     return tuple(sorted(unique))
-
-
-def positive_label(labels: Sequence[str]) -> str:
-    """The positive class of a binary task, used by f1 and by binary roc_auc / log_loss.
-
-    The label that reads as positive ('1', 'yes', 'true', 'positive', any case) when exactly one
-    does; otherwise the last of the sorted labels ('1' of 0/1, 'good' of bad/good).
-    """
-    named = [label for label in labels if label.strip().lower() in POSITIVE_WORDS]
-    return named[0] if len(named) == 1 else labels[-1]
 
 
 # --- checks and inference ---------------------------------------------------------------------

@@ -14,3 +14,6 @@
 No Ray, no I/O: every function is tested on strings. Policies (`search/`) never import this
 package; the engine's step (`engine.step`) joins the two.
 """
+
+__all__ = ["analyst", "context", "failures", "flags", "harness", "imports", "measure", "prompts",
+           "replies"]

@@ -23,6 +23,9 @@ ANALYST_SYSTEM = (
     "facts about a dataset. Reply with one ```python code block."
 )
 _ANALYSIS_IMPORTS = "import numpy as np\nimport pandas as pd\n"
+# The analysis is a preamble every draft waits for, not a candidate: a slow one costs the
+# whole search, so it gets less time than a candidate.
+ANALYSIS_SECONDS = 120.0
 FINDINGS_CHARS = 1500  # what the findings may add to every later prompt
 ANALYSIS_TOKENS = 700
 

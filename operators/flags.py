@@ -24,8 +24,6 @@ import posixpath
 
 from search.metric import MetricSpec
 
-PERFECT = {"f1": 1.0, "f1_weighted": 1.0, "accuracy": 1.0, "roc_auc": 1.0, "r2": 1.0,
-           "rmse": 0.0, "mae": 0.0, "log_loss": 0.0}
 # log_loss is clipped at 1e-15 per row, so a perfect model scores a little above zero.
 _PERFECT_TOLERANCE = {"log_loss": 1e-6}
 # valid_beats_train thresholds: a score in [0, 1] (and r2) must beat train by this much; an error
@@ -49,9 +47,9 @@ _ALLOWED_DIRS = ("input", "submission")
 
 
 def perfect_score(spec: MetricSpec, valid_raw: float | None) -> bool:
-    if valid_raw is None or spec.name not in PERFECT:
+    if valid_raw is None:
         return False
-    return abs(valid_raw - PERFECT[spec.name]) <= _PERFECT_TOLERANCE.get(spec.name, 1e-9)
+    return abs(valid_raw - spec.perfect) <= _PERFECT_TOLERANCE.get(spec.name, 1e-9)
 
 
 def valid_beats_train(spec: MetricSpec, valid_raw: float | None,

@@ -8,7 +8,7 @@ never reaches a policy or a prompt.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -45,6 +45,10 @@ def code_hash(code: str) -> str:
     return hashlib.sha256(normal.encode()).hexdigest()[:16]
 
 
+# Marks a field holding long free text (the store keeps no min/max statistics for it).
+LONG_TEXT = {"long_text": True}
+
+
 @dataclass(frozen=True, slots=True)
 class Node:
     node_id: str
@@ -55,14 +59,14 @@ class Node:
     depth: int = 0
     run_id: str = ""
     policy: str = ""
-    plan: str = ""
+    plan: str = field(default="", metadata=LONG_TEXT)
     hint: str = ""  # what the policy asked for (an idea, a stage, an insight path)
-    code: str = ""
+    code: str = field(default="", metadata=LONG_TEXT)
     code_hash: str = ""
     exit_code: int | None = None
-    error: str = ""
-    stdout_tail: str = ""
-    stderr_tail: str = ""
+    error: str = field(default="", metadata=LONG_TEXT)
+    stdout_tail: str = field(default="", metadata=LONG_TEXT)
+    stderr_tail: str = field(default="", metadata=LONG_TEXT)
     metric: float | None = None  # valid score, normalised: higher is better
     metric_raw: float | None = None
     self_reported: float | None = None
@@ -84,9 +88,11 @@ class Node:
     model_mb: float | None = None  # pickled size of the models that made those predictions
     train_metric_raw: float | None = None  # in-sample score on a sample of train rows
     flags: str = ""  # implementation verification: comma-separated names, "" when clean
-    reflection: str = ""  # --reflect: what the model said about the parent before this step
-    prompt: str = ""  # JSON of the chat messages that produced the code (fine-tuning export)
-    reply: str = ""  # the model's raw reply to that prompt
+    # --reflect: what the model said about the parent before this step
+    reflection: str = field(default="", metadata=LONG_TEXT)
+    # JSON of the chat messages that produced the code (fine-tuning export)
+    prompt: str = field(default="", metadata=LONG_TEXT)
+    reply: str = field(default="", metadata=LONG_TEXT)  # the model's raw reply to that prompt
 
     @property
     def is_ok(self) -> bool:
@@ -132,4 +138,5 @@ class Node:
 
 
 NODE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Node))
+LONG_TEXT_FIELDS = frozenset(f.name for f in fields(Node) if f.metadata.get("long_text"))
 _TEXT_FIELDS = frozenset(f.name for f in fields(Node) if f.default == "")

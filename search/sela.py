@@ -127,7 +127,7 @@ class _Chain:
     nodes: list[str] = field(default_factory=list)
 
 
-class _Index:
+class RolloutIndex:
     """What the Journal says about the SELA tree; extended as the (append-only) Journal grows."""
 
     def __init__(self, journal: Journal) -> None:
@@ -175,10 +175,10 @@ class _Index:
         return DEFAULT_INSIGHTS[name] if len(tried) >= attempts else None
 
 
-class _Tree:
+class InsightTree:
     """Visit counts and reward sums per path for one `propose` call, in-flight work included."""
 
-    def __init__(self, policy: SelaPolicy, index: _Index, pending: list[Path]) -> None:
+    def __init__(self, policy: SelaPolicy, index: RolloutIndex, pending: list[Path]) -> None:
         self.policy = policy
         self.pools = [index.pool(s, policy.insight_attempts) for s in range(policy.depth)]
         self.visits: dict[Path, float] = {}
@@ -270,7 +270,7 @@ class SelaPolicy:
         if not 1 <= self.depth <= len(STAGE_NAMES):
             raise ValueError(f"sela depth must be 1..{len(STAGE_NAMES)} (one level per stage)")
         self._rng = random.Random(self.seed)
-        self._index: _Index | None = None
+        self._index: RolloutIndex | None = None
         # Hints of this policy's proposals still in flight, per in-flight key, oldest first.
         self._pending: dict[InFlightKey, list[str]] = {}
 
@@ -279,12 +279,12 @@ class SelaPolicy:
     ) -> list[Proposal]:
         index = self._index
         if index is None or index.journal is not journal or len(journal) < index.seen:
-            index = self._index = _Index(journal)
+            index = self._index = RolloutIndex(journal)
         else:
             index.extend()
         self._reconcile(in_flight)
         rollouts = self._pending.get((Operator.SELA, None), [])
-        tree = _Tree(self, index, [Proposal.from_hint(Operator.SELA, None, 0.0, h).path
+        tree = InsightTree(self, index, [Proposal.from_hint(Operator.SELA, None, 0.0, h).path
                                          for h in rollouts])
         asked = set(self._pending.get((Operator.INSIGHTS, None), []))
         debugging = {pid for (op, pid), count in in_flight.items()
@@ -318,7 +318,7 @@ class SelaPolicy:
             if not hints:
                 del self._pending[key]
 
-    def _one(self, journal: Journal, index: _Index, tree: _Tree, asked: set[str],
+    def _one(self, journal: Journal, index: RolloutIndex, tree: InsightTree, asked: set[str],
              debugging: set[str]) -> Proposal:
         leaf = self._debuggable(journal, index, debugging)
         if leaf is not None:
@@ -333,7 +333,7 @@ class SelaPolicy:
                 return Proposal(Operator.INSIGHTS, None, self.base_temperature, stage=name)
         return self._rollout(tree, self._select(tree))
 
-    def _debuggable(self, journal: Journal, index: _Index, debugging: set[str]) -> str | None:
+    def _debuggable(self, journal: Journal, index: RolloutIndex, debugging: set[str]) -> str | None:
         """The oldest failed rollout (or debug step) with code, no live child, debug budget
         left and no debug in flight: SELA finishes a failing run before it selects again."""
         for node_id in index.buggy:
@@ -343,7 +343,7 @@ class SelaPolicy:
                 return node_id
         return None
 
-    def _select(self, tree: _Tree) -> Path:
+    def _select(self, tree: InsightTree) -> Path:
         """UCT-DP over every node of the tree, then expansion and a random descent."""
         candidates = [p for p in tree.existing() if tree.selectable(p)]
         if not candidates:
@@ -359,7 +359,7 @@ class SelaPolicy:
             path = self._rng.choice(tree.children(path))
         return path
 
-    def _rollout(self, tree: _Tree, path: Path) -> Proposal:
+    def _rollout(self, tree: InsightTree, path: Path) -> Proposal:
         return Proposal(Operator.SELA, None, self.base_temperature, path=path,
                         insights=tree.insights(path))
 

@@ -13,7 +13,7 @@ from engine.run import main, task_context
 from engine.task import TaskSpec, prepare_task
 from operators.analyst import parse_analysis, trim_findings
 from sandbox import Limits, run_script
-from tests.test_full_loop import SCRIPT, make_data
+from tests.helpers import SCRIPT, make_data
 
 ANALYSIS = (
     "Look at the data first.\n```python\n"

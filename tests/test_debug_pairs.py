@@ -24,7 +24,7 @@ from benchmarks.debug_pairs import (
 from benchmarks.stats import share, sign_test, wilson
 from engine.run import main as run_main
 from search.chat import ChatPrompt, Reply
-from tests.test_full_loop import make_data
+from tests.helpers import make_data
 
 GOOD = ("Linear model.\n```python\nfrom sklearn.linear_model import Ridge\n\n\n"
         "def fit_predict(X, y, X_valid, X_test):\n"

@@ -17,7 +17,7 @@ import pytest
 from engine.export import main
 from engine.run import main as run_main
 from operators.prompts import SYSTEM
-from tests.test_full_loop import make_data
+from tests.helpers import make_data
 
 GENERIC = Path(__file__).parent / "data" / "scripted_reflect.json"
 

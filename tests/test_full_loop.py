@@ -19,15 +19,7 @@ import pytest
 from engine.run import main
 from engine.store import RunStore
 from search.journal import Journal
-
-SCRIPT = Path(__file__).parent / "data" / "scripted_regression.json"
-
-
-def make_data(path: Path, rows: int = 300) -> None:
-    rng = np.random.default_rng(0)
-    a, b, c = rng.normal(size=(3, rows))
-    y = 3 * a**2 + b + 0.1 * rng.normal(size=rows)
-    pd.DataFrame({"a": a, "b": b, "c": c, "y": y}).to_csv(path, index=False)
+from tests.helpers import SCRIPT, make_data
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from actors.llm import make_llm
-from actors.openai_backend import OpenAILLM, _retry_after
+from actors.openai_backend import OpenAILLM, retry_after
 from engine.run import main
 from search.chat import ChatPrompt
 from search.errors import BackendError
@@ -219,11 +219,11 @@ def test_concurrency_cap(stub: Stub) -> None:
 
 
 def test_retry_after_forms() -> None:
-    assert _retry_after("3") == 3.0 and _retry_after(None) is None
-    assert _retry_after("soon") is None
-    assert _retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past
+    assert retry_after("3") == 3.0 and retry_after(None) is None
+    assert retry_after("soon") is None
+    assert retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past
     later = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))
-    assert 25 < (_retry_after(later) or 0) <= 30
+    assert 25 < (retry_after(later) or 0) <= 30
 
 
 def test_run_goes_on_when_generations_fail(stub: Stub, tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.quality import _verdict, main, table
+from benchmarks.quality import main, table, verdict
 
 
 def row(metric: str, baseline: float, best: float, **more: Any) -> dict[str, Any]:
@@ -19,11 +19,11 @@ def row(metric: str, baseline: float, best: float, **more: Any) -> dict[str, Any
 
 
 def test_verdict_follows_the_metric_direction() -> None:
-    assert _verdict(row("rmse", 4.8, 4.7), higher=False) == "better"
-    assert _verdict(row("rmse", 4.8, 4.9), higher=False) == "worse"
-    assert _verdict(row("f1", 0.80, 0.85), higher=True) == "better"
-    assert _verdict(row("f1", 0.80, 0.80), higher=True) == "tie"
-    assert _verdict(row("f1", 0.80, None), higher=True) == "n/a"  # type: ignore[arg-type]
+    assert verdict(row("rmse", 4.8, 4.7), higher=False) == "better"
+    assert verdict(row("rmse", 4.8, 4.9), higher=False) == "worse"
+    assert verdict(row("f1", 0.80, 0.85), higher=True) == "better"
+    assert verdict(row("f1", 0.80, 0.80), higher=True) == "tie"
+    assert verdict(row("f1", 0.80, None), higher=True) == "n/a"  # type: ignore[arg-type]
 
 
 def test_table_has_one_line_per_task_with_its_verdict() -> None:

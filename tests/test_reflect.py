@@ -14,7 +14,7 @@ from benchmarks.reflect import main as bench_main
 from benchmarks.reflect import step_success
 from engine.run import main
 from operators.replies import clean_reflection
-from tests.test_full_loop import make_data
+from tests.helpers import make_data
 
 GENERIC = Path(__file__).parent / "data" / "scripted_reflect.json"
 POLICY = "num_drafts: 2\ndebug_prob: 1.0\n"  # a buggy draft is always debugged

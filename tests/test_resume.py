@@ -20,32 +20,14 @@ import pytest
 
 from engine.run import main
 from engine.store import RunStore
-from tests.test_full_loop import SCRIPT, make_data
-
-
-def _task(tmp: Path, delay: float, max_nodes: int) -> Path:
-    make_data(tmp / "train.csv")
-    script = json.loads(SCRIPT.read_text())
-    script["delay"] = delay
-    (tmp / "replies.json").write_text(json.dumps(script))
-    (tmp / "task.yaml").write_text(
-        "data: train.csv\ntarget: y\nllm: scripted:replies.json\nnum_drafts: 2\n"
-        f"max_nodes: {max_nodes}\nexecutors: 1\nbudget: 5m\nquiet: true\nexec_timeout: 60\n"
-        "baseline: false\n"
-    )
-    return tmp / "task.yaml"
-
-
-def _run_dir(out: Path) -> Path:
-    (run,) = [p for p in out.iterdir() if not p.name.startswith(".")]
-    return run
+from tests.helpers import only_run, resume_task
 
 
 def test_resume_after_node_budget(tmp_path: Path) -> None:
-    task = _task(tmp_path, 0.0, 3)
+    task = resume_task(tmp_path, 0.0, 3)
     out = tmp_path / "runs"
     assert main(["--task", str(task), "--out", str(out)]) == 0
-    run = _run_dir(out)
+    run = only_run(out)
     first = pd.read_parquet(run / "nodes")
     assert len(first) == 3
     assert main(["--resume", str(run), "--max-nodes", "5", "--budget", "2m", "--quiet"]) == 0
@@ -59,10 +41,10 @@ def test_resume_after_node_budget(tmp_path: Path) -> None:
 
 
 def test_resume_refuses_a_changed_task(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    task = _task(tmp_path, 0.0, 1)
+    task = resume_task(tmp_path, 0.0, 1)
     out = tmp_path / "runs"
     assert main(["--task", str(task), "--out", str(out)]) == 0
-    run = _run_dir(out)
+    run = only_run(out)
     labels = run / "task" / "valid_labels.csv"
     lines = labels.read_text().splitlines()
     lines[1] += "1"
@@ -75,7 +57,7 @@ def test_resume_refuses_a_changed_task(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
-    task = _task(tmp_path, 0.4, 10)
+    task = resume_task(tmp_path, 0.4, 10)
     out = tmp_path / "runs"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
@@ -95,7 +77,7 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
         # The driver is gone; take its local Ray processes with it.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-    run = _run_dir(out)
+    run = only_run(out)
     before = pd.read_parquet(run / "nodes")
     in_flight = list((run / "inflight").glob("*.json"))
     assert main(["--resume", str(run), "--budget", "3m", "--quiet"]) == 0
@@ -113,7 +95,7 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_stops_gracefully(tmp_path: Path) -> None:
-    task = _task(tmp_path, 0.4, 40)
+    task = resume_task(tmp_path, 0.4, 40)
     out = tmp_path / "runs"
     proc = subprocess.Popen(
         [sys.executable, "-m", "engine.run", "--task", str(task), "--out", str(out)],
@@ -133,7 +115,7 @@ def test_ctrl_c_stops_gracefully(tmp_path: Path) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err
     assert "finished nodes are stored" in err
-    run = _run_dir(out)
+    run = only_run(out)
     rows = pd.read_parquet(run / "nodes")
     assert len(rows) >= 2 and rows.node_id.is_unique
     manifest = RunStore.open(run).manifest()

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from engine.scoring import SubmissionError, compute_metric, read_submission, score
+from engine.scoring import SubmissionError, read_submission, score
 from engine.task import PreparedTask, TaskSpec, prepare_task
 from search.errors import EngineError
 from search.metric import METRICS
@@ -19,27 +19,27 @@ from search.metric import METRICS
 
 
 def test_accuracy() -> None:
-    value = compute_metric(METRICS["accuracy"], ["a", "b", "a", "b"], ["a", "a", "a", "b"], None,
+    value = METRICS["accuracy"].score(["a", "b", "a", "b"], ["a", "a", "a", "b"], None,
                            ("a", "b"))
     assert value == pytest.approx(0.75)
 
 
 def test_f1_uses_the_positive_class() -> None:
     # tp=2 (rows 0, 4), fp=1 (row 2), fn=1 (row 1): F1 = 2*2 / (2*2 + 1 + 1) = 2/3.
-    value = compute_metric(METRICS["f1"], [1, 1, 0, 0, 1], [1, 0, 1, 0, 1], None, ("0", "1"))
+    value = METRICS["f1"].score([1, 1, 0, 0, 1], [1, 0, 1, 0, 1], None, ("0", "1"))
     assert value == pytest.approx(2 / 3)
     # With bad/good the positive class is 'good' (last sorted): tp=1, fp=0, fn=1 -> 2/3.
-    value = compute_metric(METRICS["f1"], ["good", "good", "bad"], ["good", "bad", "bad"], None,
+    value = METRICS["f1"].score(["good", "good", "bad"], ["good", "bad", "bad"], None,
                            ("bad", "good"))
     assert value == pytest.approx(2 / 3)
     # The positive class never predicted nor present: F1 is 0, not an error.
-    assert compute_metric(METRICS["f1"], ["0", "0"], ["0", "0"], None, ("0", "1")) == 0.0
+    assert METRICS["f1"].score(["0", "0"], ["0", "0"], None, ("0", "1")) == 0.0
 
 
 def test_f1_weighted() -> None:
     # a: P=1, R=1/2, F1=2/3 (support 2); b: P=1/2, R=1, F1=2/3 (1); c: F1=1 (1).
     # (2 * 2/3 + 2/3 + 1) / 4 = 3/4.
-    value = compute_metric(METRICS["f1_weighted"], ["a", "a", "b", "c"], ["a", "b", "b", "c"],
+    value = METRICS["f1_weighted"].score(["a", "a", "b", "c"], ["a", "b", "b", "c"],
                            None, ("a", "b", "c"))
     assert value == pytest.approx(0.75)
 
@@ -47,11 +47,11 @@ def test_f1_weighted() -> None:
 def test_binary_roc_auc() -> None:
     # Positive scores 0.35, 0.8 against negatives 0.1, 0.4: 3 of 4 pairs ordered -> 0.75.
     proba = pd.DataFrame({"1": [0.1, 0.4, 0.35, 0.8]})
-    value = compute_metric(METRICS["roc_auc"], [0, 0, 1, 1], [0, 0, 0, 1], proba, ("0", "1"))
+    value = METRICS["roc_auc"].score([0, 0, 1, 1], [0, 0, 0, 1], proba, ("0", "1"))
     assert value == pytest.approx(0.75)
     # The negative class's column alone means the same thing.
     negative = pd.DataFrame({"0": [0.9, 0.6, 0.65, 0.2]})
-    assert compute_metric(METRICS["roc_auc"], [0, 0, 1, 1], [0, 0, 0, 1], negative,
+    assert METRICS["roc_auc"].score([0, 0, 1, 1], [0, 0, 0, 1], negative,
                           ("0", "1")) == pytest.approx(0.75)
 
 
@@ -62,7 +62,7 @@ def test_multiclass_roc_auc_is_ovr_weighted() -> None:
     proba = pd.DataFrame(
         {"a": [0.9, 0.2, 0.5, 0.1], "b": [0.05, 0.6, 0.4, 0.2], "c": [0.05, 0.2, 0.1, 0.7]}
     )
-    value = compute_metric(METRICS["roc_auc"], truth, truth, proba, ("a", "b", "c"))
+    value = METRICS["roc_auc"].score(truth, truth, proba, ("a", "b", "c"))
     assert value == pytest.approx(19 / 24)
     assert value == pytest.approx(
         roc_auc_score(truth, proba.to_numpy(), multi_class="ovr", average="weighted",
@@ -72,7 +72,7 @@ def test_multiclass_roc_auc_is_ovr_weighted() -> None:
 
 def test_binary_log_loss() -> None:
     proba = pd.DataFrame({"1": [0.8, 0.4]})
-    value = compute_metric(METRICS["log_loss"], [1, 0], [1, 0], proba, ("0", "1"))
+    value = METRICS["log_loss"].score([1, 0], [1, 0], proba, ("0", "1"))
     assert value == pytest.approx(-(math.log(0.8) + math.log(0.6)) / 2)
 
 
@@ -80,27 +80,27 @@ def test_multiclass_log_loss_renormalises_and_clips() -> None:
     truth = ["a", "b"]
     proba = pd.DataFrame({"a": [0.7, 0.3], "b": [0.2, 0.6], "c": [0.1, 0.1]})
     expected = -(math.log(0.7) + math.log(0.6)) / 2
-    assert compute_metric(METRICS["log_loss"], truth, truth, proba, ("a", "b", "c")) == (
+    assert METRICS["log_loss"].score(truth, truth, proba, ("a", "b", "c")) == (
         pytest.approx(expected)
     )
     # Rows that do not sum to 1 (rounding in a CSV) are rescaled first.
-    assert compute_metric(METRICS["log_loss"], truth, truth, proba * 2, ("a", "b", "c")) == (
+    assert METRICS["log_loss"].score(truth, truth, proba * 2, ("a", "b", "c")) == (
         pytest.approx(expected)
     )
     # A zero probability on the true class is clipped: large but finite.
     zero = pd.DataFrame({"a": [0.0, 0.3], "b": [0.5, 0.6], "c": [0.5, 0.1]})
-    value = compute_metric(METRICS["log_loss"], truth, truth, zero, ("a", "b", "c"))
+    value = METRICS["log_loss"].score(truth, truth, zero, ("a", "b", "c"))
     assert math.isfinite(value) and value > 10
 
 
 def test_regression_metrics() -> None:
     truth, pred = [1.0, 2.0, 3.0], [1.0, 2.0, 5.0]
-    assert compute_metric(METRICS["rmse"], truth, pred, None, ()) == pytest.approx(
+    assert METRICS["rmse"].score(truth, pred, None, ()) == pytest.approx(
         math.sqrt(4 / 3)
     )
-    assert compute_metric(METRICS["mae"], truth, pred, None, ()) == pytest.approx(2 / 3)
+    assert METRICS["mae"].score(truth, pred, None, ()) == pytest.approx(2 / 3)
     # ss_res = 4, ss_tot = 2 -> 1 - 4/2 = -1.
-    assert compute_metric(METRICS["r2"], truth, pred, None, ()) == pytest.approx(-1.0)
+    assert METRICS["r2"].score(truth, pred, None, ()) == pytest.approx(-1.0)
 
 
 PERFECT = {
@@ -122,10 +122,10 @@ def test_perfect_prediction_gives_the_best_value(name: str) -> None:
         labels = ("0", "1")
         proba = pd.DataFrame({"0": [1.0, 0.0, 0.0, 1.0], "1": [0.0, 1.0, 1.0, 0.0]})
         wrong = ["1", "0", "1", "1"]
-    best = compute_metric(spec, truth, truth, proba, labels)
+    best = spec.score(truth, truth, proba, labels)
     assert best == pytest.approx(PERFECT[name], abs=1e-9)
     worse_proba = None if proba is None else pd.DataFrame({"1": [0.6, 0.4, 0.7, 0.5]})
-    worse = compute_metric(spec, truth, wrong, worse_proba, labels)
+    worse = spec.score(truth, wrong, worse_proba, labels)
     assert spec.normalise(best) > spec.normalise(worse)
 
 

@@ -16,9 +16,9 @@ from search.policy import Proposal, make_policy
 from search.sela import (
     DEFAULT_INSIGHTS,
     STAGE_NAMES,
+    InsightTree,
+    RolloutIndex,
     SelaPolicy,
-    _Index,
-    _Tree,
     encode_insights,
     node_reward,
     uct_dp,
@@ -100,7 +100,7 @@ def test_uct_values_on_a_hand_built_tree() -> None:
     journal = with_pools(rollout("r", (), 3, 0.5), rollout("a", (0,), 4, 0.8),
                          rollout("b", (1,), 5, 0.2), rollout("c", (0, 3), 6, 0.9))
     policy = SelaPolicy(seed=0)
-    tree = _Tree(policy, _Index(journal), [])
+    tree = InsightTree(policy, RolloutIndex(journal), [])
     by_hand = {
         (0,): 0.85 + 1.4 * math.sqrt(math.log(4) / 2),     # 2.015577
         (1,): 0.2 + 1.4 * math.sqrt(math.log(4) / 1),      # 1.848374
@@ -136,7 +136,7 @@ def test_failed_rollout_is_debugged_and_its_chain_keeps_the_best_score() -> None
     journal.add(make_node("f1", "f", operator=Operator.DEBUG, status=Status.BUGGY, step=4))
     assert policy.propose(journal, 1, {})[0].parent_id == "f1"
     journal.add(make_node("f2", "f1", operator=Operator.DEBUG, metric=0.7, step=5))
-    index = _Index(journal)
+    index = RolloutIndex(journal)
     (chain,) = index.chains.values()
     assert chain.path == (2,) and chain.reward == 0.7 and chain.nodes == ["f", "f1", "f2"]
     assert all(p.operator is not Operator.DEBUG for p in policy.propose(journal, 4, {}))
@@ -158,14 +158,14 @@ def test_terminal_path_with_a_reward_is_closed_and_one_without_is_retried() -> N
     done.add(make_node("b1", "b", operator=Operator.DEBUG, status=Status.BUGGY, step=6,
                        code=""))  # no code to repair: the chain ends with reward 0
     assert paths(policy.propose(done, 3, {})) == [(1,), (), ()]
-    assert b.node_id in _Index(done).chains
+    assert b.node_id in RolloutIndex(done).chains
 
 
 def test_failed_insights_fall_back_to_built_in_ideas_after_two_attempts() -> None:
     nodes = [insights_node(0, 0, ok=False), insights_node(0, 1, ok=False),
              insights_node(1, 2), insights_node(2, 3), rollout("r", (), 4, 0.5)]
     journal = Journal(nodes)
-    index = _Index(journal)
+    index = RolloutIndex(journal)
     assert index.pool(0, 2) == DEFAULT_INSIGHTS["data preprocessing"]
     assert index.pool(1, 2) == POOLS[1]
     assert index.pool(0, 3) is None  # with three attempts allowed the stage is still open

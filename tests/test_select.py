@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from engine.runs import apply_selection
 from engine.scoring import read_submission, submission_metric
 from engine.select import (
     CONFIDENCE,
-    apply_selection,
     paired_bootstrap,
     resampled_scores,
     select_confirmed,

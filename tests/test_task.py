@@ -15,14 +15,13 @@ import engine.task as task_module
 from engine.task import (
     PreparedTask,
     TaskSpec,
-    label_str,
     load_task,
-    positive_label,
     prepare_task,
     save_task,
     sorted_labels,
 )
 from search.errors import StoreError, UserError
+from search.metric import label_str, positive_label
 
 DATASETS = Path("/work/shared/datasets")
 

@@ -159,7 +159,7 @@ def build_rig(tmp: Path, task: PreparedTask, llm_specs: list[str], *, executors:
 
 def pending(loop: SearchLoop, kind: str) -> list[tuple[Any, Any]]:
     """(job, worker) of the requests of `kind` ("llm" or "exec") in flight."""
-    return [(job, worker) for k, job, worker in list(loop._pending.values()) if k == kind]
+    return loop.calls(kind)
 
 
 def check_stored_once(rig: Rig) -> None:

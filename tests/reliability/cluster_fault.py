@@ -18,7 +18,6 @@ from typing import Any
 
 import ray
 
-from actors.llm import parse_routes
 from benchmarks.scaling import ClusterLayout, make_task, simulated_cluster
 from engine.config import RunConfig
 from engine.loop import Budget, SearchLoop
@@ -72,7 +71,7 @@ def main(out: Path) -> None:
         loop = SearchLoop(
             task=task, ctx=task_context(task, 0), store=store, journal=journal,
             policy=make_policy("greedy", seed=0, num_drafts=12), budget=Budget(200.0, 12),
-            exec_timeout=60.0, llm_timeout=600.0, route=parse_routes(config.llm).spec_for,
+            exec_timeout=60.0, llm_timeout=600.0, route=config.routes.spec_for,
             **arguments,
         )
         exec_nodes = [n for n in nodes.values() if kind[n.node_id] == "executor"]

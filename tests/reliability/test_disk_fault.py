@@ -13,13 +13,13 @@ import pytest
 from engine.run import main
 from engine.store import RunStore
 from search.node import Node
-from tests.test_resume import _run_dir, _task
+from tests.helpers import only_run, resume_task
 
 
 def test_failed_part_write_stops_cleanly_then_resumes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    task = _task(tmp_path, 0.0, 4)
+    task = resume_task(tmp_path, 0.0, 4)
     out = tmp_path / "runs"
     real_append = RunStore.append
     calls: list[str] = []
@@ -38,7 +38,7 @@ def test_failed_part_write_stops_cleanly_then_resumes(
     assert "--resume" in err
     monkeypatch.setattr(RunStore, "append", real_append)
 
-    run = _run_dir(out)
+    run = only_run(out)
     nodes, _ = RunStore.open(run).read_nodes()  # opens cleanly: whole parts only
     assert [n.node_id for n in nodes] == calls[:2]
     assert not list((run / "nodes").glob(".*.tmp")), "a torn temp part was left"

@@ -81,10 +81,10 @@ def test_llm_actor_killed_mid_generation(ray_local: None, task: PreparedTask,
 
     async def kill_llm(loop: SearchLoop) -> None:
         while not killed:
-            for job, _ in pending(loop, "llm"):
-                if job.llm_handle is not None and len(loop.journal) >= 1:
+            for job, actor in pending(loop, "llm"):
+                if len(loop.journal) >= 1:
                     await asyncio.sleep(0.3)  # mid-generation (each one takes 1 s)
-                    ray.kill(job.llm_handle)
+                    ray.kill(actor)
                     killed.append(job.node_id)
                     return
             await asyncio.sleep(0.05)

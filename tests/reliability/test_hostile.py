@@ -16,9 +16,8 @@ import pandas as pd
 import pytest
 
 from engine.run import main
-from tests.helpers import processes_with
+from tests.helpers import make_data, processes_with
 from tests.reliability._rig import sandbox_uid_processes, script
-from tests.test_full_loop import make_data
 
 PROJECT = Path(__file__).resolve().parents[2]
 
