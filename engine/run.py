@@ -432,7 +432,10 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
 
 def main(argv: list[str] | None = None) -> int:
     console = Console(soft_wrap=True)
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0), or a bad flag, already said in one line (2)
+        return int(exc.code or 0)
     try:
         if args.resume is not None:
             resume_run(args.resume, args, console)

@@ -66,6 +66,10 @@ def _files(tmp: Path) -> dict[str, str]:
      "exec-timeout"),
     ("unknown llm", ["--data", "{good}", "--target", "y", "--llm", "gpt9"], "llm"),
     ("unparsable budget", ["--data", "{good}", "--target", "y", "--budget", "1x"], "budget"),
+    ("negative budget flag", ["--data", "{good}", "--target", "y", "--budget", "-5m"],
+     "bad budget '-5m'"),
+    ("not an int", ["--data", "{good}", "--target", "y", "--max-nodes", "many"], "max-nodes"),
+    ("unknown flag", ["--data", "{good}", "--target", "y", "--budgett", "5m"], "--budgett"),
     ("missing test file", ["--data", "{good}", "--target", "y", "--test", "{tmp}/t.csv"],
      "does not exist"),
 ])

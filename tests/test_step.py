@@ -1,0 +1,204 @@
+"""The step as a pure state machine: what it asks for next, given scripted replies and
+hand-made execution results, and the Node it builds. No Ray, no sandbox."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from engine.step import (
+    BASELINE_PLAN,
+    DEADLINE_ERROR,
+    Done,
+    Execute,
+    Generate,
+    SearchContext,
+    Step,
+)
+from engine.task import PreparedTask, TaskSpec, prepare_task
+from operators.context import TaskContext
+from sandbox import ExecResult
+from search.chat import Reply
+from search.journal import Journal
+from search.node import Node, Operator, Status, code_hash
+from search.policy import Proposal
+from tests.helpers import make_data, make_node
+
+GOOD = ("A ridge model.\n```python\nfrom sklearn.linear_model import Ridge\n\n\n"
+        "def fit_predict(X, y, X_valid, X_test):\n"
+        "    model = Ridge().fit(X, y)\n"
+        "    return model.predict(X_valid), model.predict(X_test)\n```\n")
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> PreparedTask:
+    path = tmp_path_factory.mktemp("step") / "train.csv"
+    make_data(path, rows=100)
+    return prepare_task(TaskSpec(path, "y", None, None, ""))
+
+
+def context(task: PreparedTask, journal: Journal | None = None, **options: object
+            ) -> SearchContext:
+    ctx = TaskContext(preview=task.preview(), target="y", task_type="regression",
+                      metric="rmse", maximize=False, seed=3)
+    return SearchContext(task, ctx, journal or Journal(), run_id="r", policy="greedy",
+                         **options)  # type: ignore[arg-type]
+
+
+def reply(text: str, tokens: int = 10) -> Reply:
+    return Reply(text, tokens, tokens, 0.5, "fake")
+
+
+def ran(task: PreparedTask, valid: list[float] | None, status: str = "ok") -> ExecResult:
+    def csv(rows: int) -> bytes | None:
+        if valid is None:
+            return None
+        buffer = io.StringIO()
+        pd.DataFrame({"prediction": (valid * rows)[:rows]}).to_csv(buffer, index=False)
+        return buffer.getvalue().encode()
+
+    return ExecResult(status, 0 if status == "ok" else None, "", "", 1.5,
+                      csv(len(task.valid_X)), csv(len(task.test_X)),
+                      "" if status == "ok" else "timed out", "bwrap")
+
+
+def test_a_draft_asks_repairs_once_runs_and_is_scored(task: PreparedTask) -> None:
+    search = context(task)
+    step = Step(Proposal(Operator.DRAFT, None, 0.7, idea="a ridge model"), search)
+    first = step.next()
+    assert isinstance(first, Generate) and first.prompt.tag == "draft"
+    assert first.prompt.seed == 3 * 100_003 + 0 * 101 + 1  # run seed, journal size, request
+    assert step.next() == first  # asked again before a reply: the same request
+    step.on_reply(reply("I forgot the code."))
+    repair = step.next()
+    assert isinstance(repair, Generate) and len(repair.prompt.messages) == 4
+    assert repair.prompt.seed == first.prompt.seed + 1
+    step.on_reply(reply(GOOD))
+    run = step.next()
+    assert isinstance(run, Execute) and run.seconds == 300.0 and "def fit_predict" in run.code
+    assert search.running == {code_hash(run.code): step.node_id}
+    step.on_started(300.0)
+    step.on_result(ran(task, [float(task.valid_y.mean())]), executor="exec-0", node_ip="1.2.3.4")
+    done = step.next()
+    assert isinstance(done, Done) and search.running == {}
+    node = done.node
+    assert node.status is Status.OK and node.operator is Operator.DRAFT
+    assert node.metric_raw is not None and node.metric == -node.metric_raw
+    assert done.test_raw is not None
+    assert node.hint == "a ridge model" and node.plan == "A ridge model."
+    assert (node.prompt_tokens, node.completion_tokens, node.llm_seconds) == (20, 20, 1.0)
+    assert node.executor == "exec-0" and node.node_ip == "1.2.3.4"
+    assert len(json.loads(node.prompt)) == 4 and node.reply == GOOD  # the whole exchange
+    assert step.repaired and not step.duplicate
+
+
+def test_a_second_reply_without_code_is_buggy_without_running(task: PreparedTask) -> None:
+    step = Step(Proposal(Operator.DRAFT), context(task))
+    step.next()
+    step.on_reply(reply("no code"))
+    step.next()
+    step.on_reply(reply("still no code"))
+    done = step.next()
+    assert isinstance(done, Done) and done.node.status is Status.BUGGY
+    assert done.result is None and "does not parse" in done.node.error
+
+
+def test_reflection_comes_first_and_lands_in_the_code_prompt(task: PreparedTask) -> None:
+    parent = make_node("p", code=GOOD, metric=-1.0)
+    search = context(task, Journal([parent]), reflect=True)
+    step = Step(Proposal(Operator.IMPROVE, "p"), search)
+    ask = step.next()
+    assert isinstance(ask, Generate) and ask.prompt.tag == "reflect"
+    # The idea reflected on is pinned, so the code prompt asks for the same change.
+    assert step.proposal.idea
+    step.on_reply(reply("Use a smaller alpha."))
+    code = step.next()
+    assert isinstance(code, Generate) and code.prompt.tag == "improve"
+    assert "Use a smaller alpha." in code.prompt.messages[-1]["content"]
+    assert code.prompt.seed == ask.prompt.seed + 1  # one more request of the run
+    step.on_reply(reply(GOOD.replace("Ridge()", "Ridge(alpha=0.1)")))
+    assert isinstance(step.next(), Execute)
+    node = step.kill(DEADLINE_ERROR).node
+    assert node.reflection == "Use a smaller alpha." and node.depth == 1
+    assert node.status is Status.KILLED and node.hint == step.proposal.idea
+
+
+def test_code_already_in_the_journal_or_running_is_not_run_again(task: PreparedTask) -> None:
+    first = Step(Proposal(Operator.DRAFT), context(task))
+    first.next()
+    first.on_reply(reply(GOOD))
+    assert isinstance(first.next(), Execute)
+    stored = Node(node_id="old", parent_id=None, operator=Operator.DRAFT, status=Status.OK,
+                  code=first.code, code_hash=code_hash(first.code))
+    for search in (context(task, Journal([stored])), first.search):
+        twin = Step(Proposal(Operator.DRAFT), search)
+        twin.next()
+        twin.on_reply(reply(GOOD))
+        done = twin.next()
+        assert isinstance(done, Done) and done.node.status is Status.BUGGY
+        assert done.node.error.startswith("duplicate of node ") and done.node.code == ""
+        assert twin.duplicate
+
+
+def test_engine_written_steps_run_at_once(task: PreparedTask) -> None:
+    step = Step(Proposal(Operator.BASELINE), context(task))
+    run = step.next()
+    assert isinstance(run, Execute) and "LGBMRegressor" in run.code
+    assert step.plan == BASELINE_PLAN and step.prompt is None
+
+
+def test_a_timeout_at_the_deadline_is_a_kill_and_a_bad_submission_is_buggy(
+        task: PreparedTask) -> None:
+    step = Step(Proposal(Operator.BASELINE), context(task))
+    step.on_started(12.0)  # the budget had 12 s left: less than the 300 s cap
+    step.on_result(ran(task, None, status="timeout"))
+    node = step.next()
+    assert isinstance(node, Done)
+    assert (node.node.status, node.node.error) == (Status.KILLED, DEADLINE_ERROR)
+    short = Step(Proposal(Operator.BASELINE), context(task))
+    short.on_started(300.0)
+    result = ran(task, [1.0])
+    short.on_result(ExecResult(**{**{f: getattr(result, f) for f in result.__slots__},
+                                  "valid_csv": b"prediction\n1\n"}))
+    done = short.next()
+    assert isinstance(done, Done) and done.node.status is Status.BUGGY
+    assert "rows; expected" in done.node.error and done.node.metric is None
+
+
+def test_insights_are_ideas_nothing_runs(task: PreparedTask) -> None:
+    step = Step(Proposal(Operator.INSIGHTS, stage="feature engineering"), context(task))
+    ask = step.next()
+    assert isinstance(ask, Generate) and ask.prompt.tag == "insights"
+    step.on_reply(reply('["add a ratio", "bin a column"]'))
+    done = step.next()
+    assert isinstance(done, Done) and done.result is None
+    assert done.node.status is Status.OK and json.loads(done.node.plan) == [
+        "add a ratio", "bin a column"]
+
+
+def test_analysis_runs_with_a_shorter_cap_and_needs_a_printout(task: PreparedTask,
+                                                               tmp_path: Path) -> None:
+    search = context(task)
+    step = Step(Proposal(Operator.ANALYZE, None, 0.3), search)
+    step.next()
+    step.on_reply(reply("```python\ndf.shape\n```"))
+    run = step.next()
+    assert isinstance(run, Execute) and run.seconds == 120.0 and "_show(df.shape)" in run.code
+    step.on_started(run.seconds)
+    step.on_result(ran(task, None))
+    done = step.next()
+    assert isinstance(done, Done)
+    assert (done.node.status, done.node.error) == (Status.BUGGY,
+                                                   "the analysis script printed nothing")
+
+
+def test_stale_proposals_name_nodes_never_stored(task: PreparedTask) -> None:
+    search = context(task, Journal([make_node("a")]))
+    assert not search.stale(Proposal(Operator.IMPROVE, "a"))
+    assert search.stale(Proposal(Operator.DEBUG, "gone"))
+    assert search.stale(Proposal(Operator.ENSEMBLE, "a", members=("a", "gone")))
+    assert not search.stale(Proposal(Operator.DRAFT))
