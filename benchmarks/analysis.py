@@ -20,13 +20,12 @@ from typing import Any
 
 from actors.llm import LLM
 from benchmarks.datasets import suite
-from benchmarks.debug_pairs import in_process_llm
+from benchmarks.debug_pairs import in_process_llm, replay_step
 from benchmarks.stats import share
 from engine.run import task_context
-from engine.step import SearchContext, Step, run_step
+from engine.step import SearchContext, Step
 from engine.task import TaskSpec, prepare_task
 from operators.analyst import next_analysis, trim_findings
-from sandbox import run_script
 from search.errors import UserError, exit_code
 from search.journal import Journal
 from search.node import Status
@@ -36,14 +35,11 @@ def attempts(task_name: str, data: Path, target: str, llm: LLM, samples: int,
              ) -> list[dict[str, Any]]:
     task = prepare_task(TaskSpec(data, target, None, None, ""))
     ctx = task_context(task, 0)
-    inputs = task.inputs()
     rows = []
     for sample in range(samples):
         first = next_analysis(Journal())
         assert first is not None  # an empty journal always owes its first analysis
-        step = Step(first, SearchContext(task, ctx, Journal(), requests=sample))
-        node = run_step(step, lambda prompt: llm.generate([prompt])[0],
-                        lambda code, limits: run_script(code, inputs, limits)).node
+        node = replay_step(Step(first, SearchContext(task, ctx, Journal(), requests=sample)), llm)
         ok = node.status is Status.OK
         rows.append({"task": task_name, "sample": sample, "ok": ok, "error": node.error[:300],
                      "findings": trim_findings(node.stdout_tail), "code": node.code})

@@ -110,9 +110,7 @@ def attempt(case: Case, arm: str, sample: int, llm: LLM, exec_timeout: float) ->
                         debug_temperature(BASE_TEMPERATURE, depth))
     search = SearchContext(case.task, case.ctx, case.journal, exec_timeout=exec_timeout,
                            reflect=arm == "reflect", skip_duplicates=False, requests=sample)
-    inputs = case.task.inputs()
-    node = run_step(Step(proposal, search), lambda prompt: llm.generate([prompt])[0],
-                    lambda code, limits: run_script(code, inputs, limits)).node
+    node = replay_step(Step(proposal, search), llm)
     return {
         "case": case.key, "task": case.task_name, "parent_id": parent.node_id,
         "parent_operator": parent.operator.value, "debug_depth": depth, "arm": arm,
@@ -189,6 +187,13 @@ def table(attempts: list[dict[str, Any]]) -> str:
                  f"{s['reflect_better']}, less often on {s['reflect_worse']}, as often on "
                  f"{s['same']}; two-sided exact sign test p = {s['p_value']:.3g}.")
     return "\n".join(lines)
+
+
+def replay_step(step: Step, llm: LLM) -> Node:
+    """Drive an engine step in this process: `llm` answers, each run goes to the sandbox."""
+    inputs = step.search.inputs
+    return run_step(step, lambda prompt: llm.generate([prompt])[0],
+                    lambda code, fold, limits: run_script(code, inputs(fold), limits)).node
 
 
 def in_process_llm(spec: str) -> LLM:

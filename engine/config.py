@@ -119,7 +119,13 @@ class RunConfig:
     out: Path = field(default=Path("runs"), metadata=_flag(
         "folder for run directories (default runs/)"))
     exec_timeout: float = field(default=300.0, metadata=_flag(
-        "seconds one candidate script may run (default 300)"))
+        "seconds one run of a candidate script may take (default 300)"))
+    # Cross-validation folds of train+valid that score every node (engine/folds.py); None:
+    # by the number of rows.
+    folds: int | None = field(default=None, metadata=_flag(
+        "cross-validation folds of train+valid that score every node; 1 is the holdout "
+        "(learn from train, score on valid) (default: 5 up to 20,000 rows, 3 up to 100,000, "
+        "else 1)"))
     # Seconds one generation may take before it counts as hung: the node is lost and the LLM
     # actor replaced (a synchronous actor cannot cancel a running call). task.yaml only.
     llm_timeout: float = 600.0
@@ -131,7 +137,10 @@ class RunConfig:
     baseline: bool = field(default=True, metadata=_flag(
         "skip the engine's LightGBM baseline root node"))
     ensemble: bool = field(default=True, metadata=_flag(
-        "never propose engine-written ensembles of the best nodes"))
+        "no ensemble selection over the best nodes' held-out predictions"))
+    floor: bool = field(default=True, metadata=_flag(
+        "no engine-written work on idle executors: no portfolio of model configurations, no "
+        "Optuna trials (LLM-written nodes and the baseline only)"))
     analyst: bool = field(default=False, metadata=_flag(
         "before drafting, run an LLM-written data exploration script; what it prints joins "
         "every later prompt"))
@@ -176,6 +185,8 @@ class RunConfig:
             raise UserError("bad --llm-replicas/--llm-concurrency: each must be at least 1")
         if self.executors < 1:
             raise UserError(f"bad --executors {self.executors}: it must be at least 1")
+        if self.folds is not None and not 1 <= self.folds <= MAX_FOLDS:
+            raise UserError(f"bad --folds {self.folds}: use 1 (the holdout) to {MAX_FOLDS}")
         if self.exec_timeout <= 0:
             raise UserError("bad --exec-timeout: it must be more than zero seconds")
         if self.llm_timeout <= 0:
@@ -222,6 +233,7 @@ class RunConfig:
 
 
 _PATHS = {"data", "test", "out"}
+MAX_FOLDS = 20
 TASK_TYPES = ("classification", "regression")
 CONSTRAINT_KEYS = ("max_predict_ms_per_row", "max_model_mb", "max_train_seconds")
 # The final selections of engine/select.py: the choices of the `select` field.

@@ -19,7 +19,16 @@ from typing import Any
 import ray
 
 from actors.pool import ActorPool, Call
+from engine.folds import Folds
+from engine.scoring import (
+    HeldOut,
+    SubmissionError,
+    frame_csv,
+    read_submission,
+    submission_metric,
+)
 from engine.step import (
+    ALL_FOLDS,
     DEADLINE_ERROR,
     ENGINE_WRITTEN,
     STOPPED_ERROR,
@@ -35,6 +44,7 @@ from operators.context import TaskContext
 from sandbox import Limits
 from search.chat import Reply
 from search.errors import BackendError, StoreError
+from search.floor import Floor
 from search.journal import Journal
 from search.node import Node, Operator
 from search.policy import InFlightKey, Policy, Proposal
@@ -68,6 +78,16 @@ class Budget:
         if self.max_nodes is None:
             return 1 << 30
         return self.max_nodes - done - in_flight
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One sandbox run a step asked for: its code on the inputs of `fold`."""
+
+    step: Step
+    fold: int
+    code: str
+    seconds: float
 
 
 @dataclass
@@ -114,6 +134,8 @@ class SearchLoop:
         on_node: Callable[[Node, LoopStats], None] = lambda node, stats: None,
         llm_pools: dict[str, str] | None = None,
         route: Callable[[Operator], str] | None = None,
+        folds: Folds | None = None,
+        floor: Floor | None = None,
     ) -> None:
         self.store = store
         self.journal = journal
@@ -122,8 +144,10 @@ class SearchLoop:
         self.on_node = on_node
         self.llm_timeout = llm_timeout
         self.search = SearchContext(task, ctx, journal, store.run_id, policy.name,
-                                    exec_timeout, reflect)
+                                    exec_timeout, reflect, folds=folds)
         self.stats = LoopStats(nodes=len(journal))
+        self.floor = floor  # the engine's own work for idle executors; None: LLM work only
+        self._keep_predictions(store)
         pool_of = {name: (llm_pools or {}).get(name, "") for _, name in llm_slots}
         self._llms: dict[str, ActorPool[Step]] = {
             pool: ActorPool([s for s in llm_slots if pool_of[s[1]] == pool], kind="LLM",
@@ -139,18 +163,40 @@ class SearchLoop:
         self._route = route
         self._n_llm_slots = len(llm_slots)
         restart = None if restart_executor is None else (lambda dead, slot: restart_executor(dead))
-        self._execs: ActorPool[Step] = ActorPool(
+        self._execs: ActorPool[Run] = ActorPool(
             [(actor, f"executor-slot-{i}") for i, actor in enumerate(executors)],
             kind="executor", restart=restart)
-        self._queued: dict[str, deque[Step]] = {pool: deque() for pool in self._llms}
-        self._ready: deque[Step] = deque()  # code waiting for an executor
+        # Requests waiting for a slot of their model.
+        self._queued: dict[str, deque[tuple[Step, Generate]]] = {p: deque() for p in self._llms}
+        self._ready: deque[Run] = deque()  # runs waiting for an executor
         self._requeue: deque[tuple[Proposal, int]] = deque((p, 0) for p in requeue or ())
         self._in_flight: dict[InFlightKey, int] = {}
-        self._inputs_ref = ray.put(task.inputs())  # sent once; every executor reads this ref
+        # Each fold's inputs are sent once; every executor reads these refs.
+        plan = self.search.fold_plan
+        self._inputs = {fold: ray.put(self.search.inputs(fold))
+                        for fold in (ALL_FOLDS, *range(plan.k))}
 
     @property
     def ctx(self) -> TaskContext:
         return self.search.ctx
+
+    def _keep_predictions(self, store: RunStore) -> None:
+        """What the scored nodes of an earlier start predicted, for ensemble selection."""
+        search, held = self.search, len(self.search.fold_plan.held_out)
+        for node in self.journal:
+            if node.metric is None or node.node_id in search.predictions:
+                continue
+            try:
+                valid = read_submission(search.task, store.read_predictions(node.node_id,
+                                                                             "valid"),
+                                        "valid", held)
+                test = read_submission(search.task, store.read_predictions(node.node_id,
+                                                                            "test"), "test")
+            except SubmissionError:
+                continue  # kept before folds, or not at all: not a candidate
+            search.predictions[node.node_id] = HeldOut(
+                valid, test, node.metric_raw or 0.0,
+                submission_metric(search.task, test, search.task.test_y))
 
     # ---- public ------------------------------------------------------------------------
 
@@ -196,8 +242,9 @@ class SearchLoop:
 
     def calls(self, kind: str) -> list[tuple[Step, Any]]:
         """(step, actor) of the requests of `kind` ("llm" or "exec") in flight."""
-        pools = self._llms.values() if kind == "llm" else [self._execs]
-        return [(call.item, call.actor) for pool in pools for call in pool.calls()]
+        if kind == "llm":
+            return [(c.item, c.actor) for pool in self._llms.values() for c in pool.calls()]
+        return [(c.item.step, c.actor) for c in self._execs.calls()]
 
     # ---- scheduling --------------------------------------------------------------------
 
@@ -220,13 +267,41 @@ class SearchLoop:
         self._start_ready()
         for pool, queued in self._queued.items():  # steps waiting for their model
             while queued and self._llms[pool].has_free():
-                self._generate(queued.popleft(), pool)
-        # Generate ahead while code waiting for executors stays under one per executor: a slow
-        # LLM then never leaves executors idle, and waiting code is at most one round stale.
-        while (self._free_llm() and len(self._ready) < self._execs.size
+                self._generate(*queued.popleft(), pool)
+        self._generate_ahead()
+        self._engine_work()
+
+    def _room(self) -> bool:
+        """Whether the node and token budgets allow one more proposal now."""
+        tokens = self.stats.prompt_tokens + self.stats.completion_tokens
+        return self.budget.room(len(self.journal), self._n_in_flight(), tokens) > 0
+
+    def _engine_work(self) -> None:
+        """Executors with nothing LLM-written to run take the floor's work (portfolio, Optuna
+        trials); ensemble selection, which needs no executor, whenever it is due."""
+        while self.floor is not None and self._room():
+            free = self._execs.has_free() and not self._ready
+            proposal = self.floor.propose(self.journal, dict(self._in_flight),
+                                          executor_free=free)
+            if proposal is None:
+                return
+            self._start(proposal, 0)
+
+    def final_ensemble(self) -> None:
+        """One last ensemble selection over what the search found, if any is due."""
+        if self.floor is not None:
+            proposal = self.floor.propose(self.journal, dict(self._in_flight),
+                                          executor_free=False)
+            if proposal is not None:
+                self._start(proposal, 0)
+
+    def _generate_ahead(self) -> None:
+        """Generate ahead while code waiting for executors stays under one per executor: a
+        slow LLM then never leaves executors idle, and waiting code is at most one round
+        stale."""
+        while (self._free_llm() and self._new_code_waiting() < self._execs.size
                and self._n_queued() < self._n_llm_slots):
-            tokens = self.stats.prompt_tokens + self.stats.completion_tokens
-            if self.budget.room(len(self.journal), self._n_in_flight(), tokens) <= 0:
+            if not self._room():
                 return
             if self._analysing():
                 # Its findings join every later prompt: nothing else is generated before them.
@@ -251,13 +326,23 @@ class SearchLoop:
         self.store.mark_in_flight(step.node_id, proposal)
         self._advance(step)
 
+    def _new_code_waiting(self) -> int:
+        """Scripts waiting for their first run (later folds of a script that ran are not)."""
+        return sum(run.fold in (0, ALL_FOLDS) for run in self._ready)
+
     def _advance(self, step: Step) -> None:
-        """Give the step what it needs next: a model, an executor, or the store."""
+        """Give the step what it needs next: a model, executors, or the store."""
         need = step.next()
+        if need is None:
+            return  # its other runs are still going
         if isinstance(need, Done):
             self._record(step, need)
         elif isinstance(need, Execute):
-            self._ready.append(step)
+            runs = [Run(step, fold, need.code, need.seconds) for fold in need.folds]
+            if need.folds[0] in (0, ALL_FOLDS):
+                self._ready.extend(runs)
+            else:  # the other folds of a script that ran: first, so its node completes soon
+                self._ready.extendleft(reversed(runs))
             self._start_ready()  # else it could wait while nothing else is in flight
         else:
             pool = self._route(step.operator)
@@ -265,24 +350,22 @@ class SearchLoop:
                 raise BackendError(f"no LLM actors serve {step.operator.value!r} "
                                    f"(pool {pool!r})")
             if self._llms[pool].has_free():
-                self._generate(step, pool)
+                self._generate(step, need, pool)
             else:
-                self._queued[pool].append(step)
+                self._queued[pool].append((step, need))
 
     def _start_ready(self) -> None:
         while self._ready and self._execs.has_free():
-            step = self._ready.popleft()
-            need = step.next()
-            assert isinstance(need, Execute)
+            run = self._ready.popleft()
+            if run.step.over:
+                continue  # its node was stored already (lost with another run)
             # The sandbox's own clock stops candidates at the deadline, so none outlives the run.
-            limit = max(1.0, min(need.seconds, self.budget.left()))
-            step.on_started(limit)
-            self._execs.submit(step, "run", need.code, self._inputs_ref,
+            limit = max(1.0, min(run.seconds, self.budget.left()))
+            run.step.on_started(run.fold, limit)
+            self._execs.submit(run, "run", run.code, self._inputs[run.fold],
                                Limits(wall_seconds=limit))
 
-    def _generate(self, step: Step, pool: str) -> None:
-        need = step.next()
-        assert isinstance(need, Generate)
+    def _generate(self, step: Step, need: Generate, pool: str) -> None:
         call = self._llms[pool].submit(step, "generate", [need.prompt])
         step.llm_actor = call.slot
 
@@ -321,16 +404,20 @@ class SearchLoop:
         step.on_reply(reply)
         self._advance(step)  # a further request takes the slot freed just now
 
-    def _on_executed(self, call: Call[Step], future: asyncio.Future[Any]) -> None:
-        step = call.item
+    def _on_executed(self, call: Call[Run], future: asyncio.Future[Any]) -> None:
+        step = call.item.step
         try:
             outcome = future.result()
         except Exception as exc:  # a dead executor costs this node only
             if isinstance(exc, ray.exceptions.RayActorError):
                 self._execs.replace(call)
-            self._lose(step, f"executor failed: {_short(exc)}")
+            if not step.over:
+                self._lose(step, f"executor failed: {_short(exc)}")
             return
-        step.on_result(outcome.result, executor=outcome.executor, node_ip=outcome.node_ip)
+        if step.over:
+            return  # a late run of a node already stored
+        step.on_result(call.item.fold, outcome.result, executor=outcome.executor,
+                       node_ip=outcome.node_ip)
         self._advance(step)
 
     def _expire_hung_generations(self, done: set[asyncio.Future[Any]]) -> None:
@@ -351,7 +438,7 @@ class SearchLoop:
 
     def _record(self, step: Step, done: Done) -> None:
         """Store a finished node, then show it to the Journal, the policy and the live view."""
-        node, result = done.node, done.result
+        node, predictions = done.node, done.predictions
         key = step.proposal.key
         self._in_flight[key] -= 1
         if not self._in_flight[key]:
@@ -360,9 +447,11 @@ class SearchLoop:
         self.stats.duplicates += step.duplicate
         previous_best = self.journal.best()
         try:
-            if node.metric_raw is not None and result is not None:
+            if predictions is not None:
+                self.search.predictions[node.node_id] = predictions
                 # Before the node's row: a stored scored node always has its predictions.
-                self.store.write_predictions(node.node_id, result)
+                valid_csv, test_csv = frame_csv(predictions.valid), frame_csv(predictions.test)
+                self.store.write_predictions(node.node_id, valid_csv, test_csv)
             self.store.append(node, done.test_raw)
         except OSError as exc:
             # A full or failing disk: stop now rather than run nodes that cannot be kept. Every
@@ -379,8 +468,8 @@ class SearchLoop:
         if node.error not in (DEADLINE_ERROR, STOPPED_ERROR):
             # Work stopped by a deadline or Ctrl-C stays marked, so a resume re-proposes it.
             self.store.clear_in_flight(node.node_id)
-        if self.journal.best() is not previous_best and result is not None:
-            self.store.write_best(node, result.valid_csv, result.test_csv)
+        if self.journal.best() is not previous_best and predictions is not None:
+            self.store.write_best(node, valid_csv, test_csv)
         self.policy.observe(node)
         self.stats.nodes = len(self.journal)
         self.stats.test_scores[node.node_id] = done.test_raw
@@ -388,15 +477,16 @@ class SearchLoop:
 
     def _stop_in_flight(self, reason: str) -> None:
         """Record everything still running or waiting as killed, then drop it."""
-        steps = [*self._execs.cancel_all()]
+        steps = [run.step for run in [*self._execs.cancel_all(), *self._ready]]
         for pool in self._llms.values():
             steps += pool.cancel_all()
-        steps += [*self._ready, *(s for q in self._queued.values() for s in q)]
+        steps += [step for q in self._queued.values() for step, _ in q]
         self._ready.clear()
         for queued in self._queued.values():
             queued.clear()
-        for step in steps:
-            self._record(step, step.kill(reason))
+        for step in dict.fromkeys(steps):  # a step with several runs in flight: killed once
+            if not step.over:
+                self._record(step, step.kill(reason))
 
 
 def _short(exc: BaseException) -> str:

@@ -600,11 +600,17 @@ def _plot_timeline(figure: Any, rows: list[dict[str, Any]], journal: Journal,
         if row["llm_actor"] and (row["llm_seconds"] or 0.0) > 0:
             spans.setdefault(("llm", row["llm_actor"]), []).append(
                 (start, float(row["llm_seconds"]), "#3b7dd8"))
-        if row["executor"] and (row["exec_seconds"] or 0.0) > 0:
+        colour = STATUS_COLOURS.get(row["status"], "#999")
+        if row.get("runs"):  # one span per sandbox run (a fold, or every fold in one run)
+            for _fold, executor, started, seconds in json.loads(row["runs"]):
+                if executor:
+                    spans.setdefault(("exec", executor), []).append(
+                        (float(started) - t0, float(seconds), colour))
+        elif row["executor"] and (row["exec_seconds"] or 0.0) > 0:
             end = float(row["finished_at"] or 0.0) - t0
             seconds = float(row["exec_seconds"])
             spans.setdefault(("exec", row["executor"]), []).append(
-                (end - seconds, seconds, STATUS_COLOURS.get(row["status"], "#999")))
+                (end - seconds, seconds, colour))
     workers = sorted(spans, key=lambda w: (w[0] != "llm", w[1]))
     fig = figure(figsize=(12, 1.2 + 0.55 * max(1, len(workers))))
     ax = fig.subplots()

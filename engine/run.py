@@ -31,6 +31,7 @@ from engine.config import (
     merge,
     task_yaml_text,
 )
+from engine.folds import dev_labels, make_folds
 from engine.outputs import write_outputs
 from engine.runs import open_run
 from engine.select import Runner
@@ -39,9 +40,9 @@ from engine.summary import summary_facts, write_summary
 from engine.task import PreparedTask, TaskSpec, prepare_task
 from operators.analyst import analysis_findings, next_analysis
 from operators.context import TaskContext
-from operators.harness import ensemble_vote
 from search.constraints import Constraints
 from search.errors import BackendError, EngineError, StoreError, UserError, exit_code
+from search.floor import Floor
 from search.journal import Journal
 from search.node import Node, Operator
 from search.policy import Proposal, make_policy
@@ -229,14 +230,17 @@ def new_run(config: RunConfig, console: Console) -> Path:
     options = llm_options(config)
     from sandbox import isolation_mode
 
+    folds = make_folds(task, config.folds, split_seed)
     store = RunStore.create(config.out, task, {
         "config": config.to_json(), "target": task.target, "task_type": task.task_type,
         "metric": task.metric.name, "versions": versions(), "isolation": isolation_mode(),
-        "request_warnings": warnings, "starts": [], "spent": {},
-    })
+        "request_warnings": warnings, "starts": [], "spent": {}, "folds": folds.k,
+    }, folds)
     write_task_yaml(store.root, config, task.metric.name)
+    scored = (f"{folds.k}-fold cross-validation of {len(folds.fold_of)} train+valid rows"
+              if folds.k > 1 else f"{len(task.train)} train rows, scored on valid")
     console.print(f"run {store.run_id}: {task.task_type} task, target {task.target!r}, metric "
-                  f"{task.metric.name}; {len(task.train)} train rows; output {store.root}")
+                  f"{task.metric.name}; {scored}; output {store.root}")
     for line in warnings:
         console.print(f"warning: {line}", markup=False, highlight=False)
     return search(store, task, config, options, Journal(constraints=constraints), [], console)
@@ -293,11 +297,12 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
     starts = manifest.get("starts", [])
     # Each start gets its own seed stream, so a resumed run does not replay the first one.
     seed = config.seed + 1000 * len(starts)
-    vote = ensemble_vote(task_context(task, seed))
-    sizes = ((3,) if vote else (2, 3)) if config.ensemble else ()
     policy = make_policy(config.policy, seed=seed, num_drafts=config.num_drafts,
-                         debug_prob=config.debug_prob, max_debug_depth=config.max_debug_depth,
-                         ensemble_sizes=sizes)
+                         debug_prob=config.debug_prob, max_debug_depth=config.max_debug_depth)
+    floor = None
+    if config.floor or config.ensemble:
+        floor = Floor(seed, portfolio=config.floor, tuning=config.floor,
+                      ensembles=config.ensemble)
     for node in journal:
         policy.observe(node)
     analysis = next_analysis(journal) if config.analyst else None
@@ -334,7 +339,8 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
             policy=policy, budget=budget, exec_timeout=config.exec_timeout, requeue=requeue,
             llm_timeout=config.llm_timeout, reflect=config.reflect,
             on_node=lambda node, s: progress.node(node, s.prompt_tokens + s.completion_tokens),
-            route=config.routes.spec_for, **workers.loop_arguments(),
+            route=config.routes.spec_for, folds=store.load_folds(), floor=floor,
+            **workers.loop_arguments(),
         )
         progress.loop = loop
         try:
@@ -343,6 +349,7 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
             else:
                 with Live(progress, console=console, refresh_per_second=2, transient=True):
                     stats = asyncio.run(loop.run())
+            loop.final_ensemble()  # instant: blends what the search found, runs nothing
         except KeyboardInterrupt:
             interrupted = True
             stats = loop.stats
@@ -398,16 +405,17 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
         return {"method": config.select, "winner": None}
     limits = Limits(wall_seconds=config.exec_timeout)
     if config.select == "cv":
-        folds = 5
-        console.print(f"selecting the final best by {folds}-fold cross-validation of the top 3 "
+        k = 5
+        console.print(f"selecting the final best by {k}-fold cross-validation of the top 3 "
                       "nodes on train+valid", markup=False)
-        winner, scores = select_by_cv(task, journal, run, folds=folds, seed=config.seed,
+        winner, scores = select_by_cv(task, journal, run, folds=k, seed=config.seed,
                                       limits=limits)
-        record = selection_record(winner, scores, folds)
+        record = selection_record(winner, scores, k)
     elif config.select == "confirmed":
+        held_out = (store.load_folds() or make_folds(task, 1)).held_out
         winner, record = select_confirmed(
             task, journal, lambda node_id: store.read_predictions(node_id, "valid"),
-            seed=config.seed)
+            seed=config.seed, truth=dev_labels(task).iloc[held_out])
     else:
         winner, record = best.node_id, {"method": "best valid score"}
     winner = winner or best.node_id

@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -65,14 +66,17 @@ class _LabelMatcher:
         return self._folded.get(text.lower())
 
 
-def read_submission(task: PreparedTask, csv_bytes: bytes | None, split: str) -> pd.DataFrame:
+def read_submission(task: PreparedTask, csv_bytes: bytes | None, split: str,
+                    rows: int | None = None) -> pd.DataFrame:
     """Check a submission; return `prediction` (label strings or floats) and, when the metric
-    needs them, `proba_<label>` float columns (for binary: the positive class's only)."""
+    needs them, `proba_<label>` float columns (for binary: the positive class's only).
+    `rows` is how many it must have (default: the task's valid or test rows)."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
     name = f"submission/{split}.csv"
     source = f"input/{split}.csv"
-    expected = len(task.valid_X if split == "valid" else task.test_X)
+    expected = rows if rows is not None else len(task.valid_X if split == "valid"
+                                                 else task.test_X)
     if csv_bytes is None:
         raise SubmissionError(
             f"{name} was not written; write it with one row per row of {source} ({expected} "
@@ -130,19 +134,23 @@ def score(task: PreparedTask, csv_bytes: bytes | None, split: str) -> float:
     return submission_metric(task, submission, truth)
 
 
-def score_train(task: PreparedTask, csv_bytes: bytes | None) -> float | None:
+def score_train(task: PreparedTask, csv_bytes: bytes | None,
+                labels: pd.Series | None = None) -> float | None:
     """The in-sample score of the harness's `submission/train.csv` (a `row` column naming rows
     of input/train.csv, then predictions as in valid.csv); None when absent or malformed: it
-    only informs implementation verification and never makes a node buggy."""
+    only informs implementation verification and never makes a node buggy. `labels` are the
+    labels of the rows of input/train.csv (default: the task's train split)."""
     if not csv_bytes:
         return None
+    if labels is None:
+        labels = task.train[task.target]
     try:
         raw = _parse(csv_bytes, "submission/train.csv", 1)
         rows = pd.to_numeric(raw.pop("row"), errors="raise").to_numpy()
-        if len(rows) == 0 or rows.min() < 0 or rows.max() >= len(task.train):
+        if len(rows) == 0 or rows.min() < 0 or rows.max() >= len(labels):
             return None
         submission = _checked(task, raw, "submission/train.csv", "input/train.csv", len(rows))
-        truth = task.train[task.target].iloc[rows.astype(int)].reset_index(drop=True)
+        truth = labels.iloc[rows.astype(int)].reset_index(drop=True)
         return submission_metric(task, submission, truth)
     except (SubmissionError, ValueError, KeyError, TypeError):
         return None
@@ -155,6 +163,99 @@ def submission_metric(task: PreparedTask, submission: pd.DataFrame, truth: pd.Se
         columns = [c for c in submission.columns if c.startswith("proba_")]
         proba = submission[columns].rename(columns=lambda c: c[len("proba_"):])
     return task.metric.score(truth, submission["prediction"], proba, task.labels)
+
+
+# --- across folds ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class HeldOut:
+    """A node's predictions assembled over its folds: `valid` the checked out-of-fold
+    predictions of the held-out dev rows (in dev order), `test` the test predictions combined
+    over the fold models, and their raw scores."""
+
+    valid: pd.DataFrame
+    test: pd.DataFrame
+    valid_raw: float
+    test_raw: float
+
+
+def combine_predictions(task: PreparedTask, frames: Sequence[pd.DataFrame],
+                        weights: Sequence[float] | None = None) -> pd.DataFrame:
+    """Checked predictions of the same rows (fold models, ensemble members), combined with
+    `weights` (default equal): numbers and class probabilities averaged (the label then the
+    most probable class), labels alone by weighted vote (a tie goes to the label first in the
+    task's order)."""
+    if weights is None and len(frames) == 1:
+        return frames[0].reset_index(drop=True)
+    w = np.ones(len(frames)) if weights is None else np.asarray(weights, dtype=float)
+    w = w / w.sum()
+    if task.task_type == "regression":
+        return pd.DataFrame({"prediction": w @ np.stack(
+            [f["prediction"].to_numpy(dtype=float) for f in frames])})
+    columns = [c for c in frames[0].columns if c.startswith("proba_")]
+    if columns:
+        proba = pd.DataFrame({c: w @ np.stack([f[c].to_numpy(dtype=float) for f in frames])
+                              for c in columns})
+        return pd.concat([pd.DataFrame({"prediction": labels_from_proba(task, proba)}), proba],
+                         axis=1)
+    votes = sum(wi * label_matrix(task, f["prediction"]) for wi, f in zip(w, frames, strict=True))
+    return pd.DataFrame({"prediction": np.asarray(task.labels, dtype=object)[
+        np.asarray(votes).argmax(axis=1)]})
+
+
+def label_matrix(task: PreparedTask, labels: pd.Series) -> np.ndarray:
+    """One-hot rows over the task's labels, in its order (argmax then picks the first on a
+    tie)."""
+    index = {label: i for i, label in enumerate(task.labels)}
+    out = np.zeros((len(labels), len(task.labels)))
+    out[np.arange(len(labels)), [index[str(v)] for v in labels]] = 1.0
+    return out
+
+
+def labels_from_proba(task: PreparedTask, proba: pd.DataFrame) -> np.ndarray:
+    """The most probable class of each row (binary with the positive class's column alone:
+    positive from 0.5)."""
+    if len(proba.columns) == 1:
+        positive = positive_label(task.labels)
+        negative = next(label for label in task.labels if label != positive)
+        return np.where(proba.iloc[:, 0].to_numpy() >= 0.5, positive, negative).astype(object)
+    labels = np.asarray([c[len("proba_"):] for c in proba.columns], dtype=object)
+    return labels[proba.to_numpy().argmax(axis=1)]
+
+
+def read_stacked(task: PreparedTask, csv_bytes: bytes | None, split: str, rows: int,
+                 folds: int) -> list[pd.DataFrame]:
+    """A submission of `folds` blocks of `rows` rows, one per fold model, told apart by a
+    `fold` column (engine-written code that ran every fold in one process)."""
+    name = f"submission/{split}.csv"
+    if csv_bytes is None:
+        raise SubmissionError(f"{name} was not written")
+    raw = _parse(csv_bytes, name, rows * folds)
+    if "fold" not in raw.columns or len(raw) != rows * folds:
+        raise SubmissionError(f"{name} must hold {folds} blocks of {rows} rows with a `fold` "
+                              f"column; it has {len(raw)} rows, columns {_columns(raw)}")
+    return [_checked(task, block.drop(columns=["fold"]).reset_index(drop=True), name,
+                     f"input/{split}.csv", rows)
+            for _, block in raw.groupby("fold", sort=True)]
+
+
+def score_held_out(task: PreparedTask, truth: pd.Series, valid: Sequence[pd.DataFrame],
+                   valid_rows: Sequence[np.ndarray], tests: Sequence[pd.DataFrame]) -> HeldOut:
+    """Assemble checked fold predictions (`valid[i]` predicts the dev rows `valid_rows[i]`)
+    into out-of-fold predictions in dev order, combine the test predictions, score both."""
+    order = np.argsort(np.concatenate(valid_rows), kind="stable")
+    oof = pd.concat(valid, ignore_index=True).iloc[order].reset_index(drop=True)
+    test = combine_predictions(task, tests)
+    return HeldOut(oof, test, submission_metric(task, oof, truth.reset_index(drop=True)),
+                   submission_metric(task, test, task.test_y))
+
+
+def frame_csv(frame: pd.DataFrame) -> bytes:
+    """A checked prediction frame as submission CSV bytes (what `read_submission` reads)."""
+    buffer = io.StringIO()
+    frame.to_csv(buffer, index=False)
+    return buffer.getvalue().encode()
 
 
 # --- parsing helpers --------------------------------------------------------------------------

@@ -124,12 +124,15 @@ def selection_record(winner: str | None, scores: list[CvScore], folds: int) -> d
 
 
 def paired_bootstrap(task: PreparedTask, a: pd.DataFrame, b: pd.DataFrame, *,
-                     resamples: int = RESAMPLES, seed: int = 0) -> float:
-    """Share of resamples of the valid rows in which submission `a` scores better than `b`
-    (normalised metric; a tie counts half). Both are scored on the same rows each time."""
-    counts = resample_counts(len(task.valid_y), resamples, seed)
-    return share_better(task, resampled_scores(task, a, counts),
-                        resampled_scores(task, b, counts))
+                     resamples: int = RESAMPLES, seed: int = 0,
+                     truth: pd.Series | None = None) -> float:
+    """Share of resamples of the held-out rows (labels `truth`, default the valid split's) in
+    which submission `a` scores better than `b` (normalised metric; a tie counts half). Both
+    are scored on the same rows each time."""
+    truth = task.valid_y if truth is None else truth
+    counts = resample_counts(len(truth), resamples, seed)
+    return share_better(task, resampled_scores(task, a, counts, truth),
+                        resampled_scores(task, b, counts, truth))
 
 
 def resample_counts(n: int, resamples: int = RESAMPLES, seed: int = 0) -> np.ndarray:
@@ -146,23 +149,27 @@ def share_better(task: PreparedTask, a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean(diff > 0) + 0.5 * np.mean(diff == 0))
 
 
-def resampled_scores(task: PreparedTask, submission: pd.DataFrame,
-                     counts: np.ndarray) -> np.ndarray:
-    """The raw metric of a checked valid submission on each resample, a row of `counts` (how
-    often each valid row was drawn), by the metric's resampled form (search.metric)."""
+def resampled_scores(task: PreparedTask, submission: pd.DataFrame, counts: np.ndarray,
+                     truth: pd.Series | None = None) -> np.ndarray:
+    """The raw metric of a checked held-out submission (labels `truth`, default the valid
+    split's) on each resample, a row of `counts` (how often each row was drawn), by the
+    metric's resampled form (search.metric)."""
     proba = None
     if task.metric.needs_proba:
         columns = [c for c in submission.columns if c.startswith("proba_")]
         proba = submission[columns].rename(columns=lambda c: c[len("proba_"):])
-    return task.metric.score_resamples(task.valid_y, submission["prediction"], proba,
-                                       task.labels, counts)
+    truth = task.valid_y if truth is None else truth
+    return task.metric.score_resamples(truth.reset_index(drop=True), submission["prediction"],
+                                       proba, task.labels, counts)
 
 
 def select_confirmed(task: PreparedTask, journal: Journal,
-                     predictions: Callable[[str], bytes | None], *,
-                     seed: int = 0) -> tuple[str | None, dict[str, Any]]:
-    """`confirmed` (see the module docstring); `predictions(node_id)` gives a node's kept valid
-    submission. Returns the winner's id (None when nothing is eligible) and a record of why."""
+                     predictions: Callable[[str], bytes | None], *, seed: int = 0,
+                     truth: pd.Series | None = None) -> tuple[str | None, dict[str, Any]]:
+    """`confirmed` (see the module docstring); `predictions(node_id)` gives a node's kept
+    held-out predictions, whose labels are `truth` (default: the valid split's). Returns the
+    winner's id (None when nothing is eligible) and a record of why."""
+    truth = task.valid_y if truth is None else truth
     best = journal.best()
     record: dict[str, Any] = {
         "method": f"confirmed: beats the baseline root in >= {CONFIDENCE:.0%} of {RESAMPLES} "
@@ -178,7 +185,7 @@ def select_confirmed(task: PreparedTask, journal: Journal,
 
     def read(node: Node) -> pd.DataFrame | None:
         try:
-            return read_submission(task, predictions(node.node_id), "valid")
+            return read_submission(task, predictions(node.node_id), "valid", len(truth))
         except SubmissionError:
             return None
 
@@ -188,8 +195,8 @@ def select_confirmed(task: PreparedTask, journal: Journal,
         record["note"] = "no kept predictions for the baseline root: best valid score"
         return best.node_id, record
     # The same resamples for every comparison; each node is scored on them once.
-    counts = resample_counts(len(task.valid_y), seed=seed)
-    base_scores = resampled_scores(task, base, counts)
+    counts = resample_counts(len(truth), seed=seed)
+    base_scores = resampled_scores(task, base, counts, truth)
     above = _distinct(n for n in journal.eligible_nodes
                       if (n.metric or 0.0) > (baseline.metric or 0.0))
     confirmed: list[tuple[Node, np.ndarray]] = []
@@ -207,7 +214,7 @@ def select_confirmed(task: PreparedTask, journal: Journal,
                 record.setdefault("same_predictions", {})[node.node_id] = seen[key]
                 continue
             seen[key] = node.node_id
-        scores = None if frame is None else resampled_scores(task, frame, counts)
+        scores = None if frame is None else resampled_scores(task, frame, counts, truth)
         p = None if scores is None else share_better(task, scores, base_scores)
         record["candidates"].append({"node_id": node.node_id, "operator": node.operator.value,
                                      "valid_raw": node.metric_raw, "p_beats_baseline": p})

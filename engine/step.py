@@ -24,7 +24,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from engine.scoring import SubmissionError, score, score_train
+from engine.blend import blend, select_weights
+from engine.folds import Folds, all_folds_inputs, dev_labels, fold_inputs, make_folds
+from engine.scoring import (
+    HeldOut,
+    SubmissionError,
+    read_stacked,
+    read_submission,
+    score_held_out,
+    score_train,
+    submission_metric,
+)
 from engine.task import PreparedTask
 from operators.analyst import (
     ANALYSIS_SECONDS,
@@ -35,8 +45,9 @@ from operators.analyst import (
 )
 from operators.context import TaskContext
 from operators.flags import implementation_flags
-from operators.harness import assemble, baseline_code, ensemble_code, ensemble_vote
+from operators.harness import assemble, baseline_code, ensemble_code
 from operators.measure import Measurements, split_measurements
+from operators.models import model_code
 from operators.prompts import (
     INSIGHTS_ASK,
     build_prompt,
@@ -47,7 +58,7 @@ from operators.prompts import (
 from operators.replies import clean_reflection, parse_insights, parse_reply, self_reported_metric
 from sandbox import ExecResult, Limits
 from search.chat import ChatPrompt, Reply
-from search.ensemble import plan as ensemble_plan
+from search.floor import describe
 from search.journal import Journal
 from search.node import Node, Operator, Status, code_hash
 from search.policy import Proposal
@@ -55,7 +66,7 @@ from search.sela import encode_insights
 
 DEADLINE_ERROR = "stopped at the budget deadline"
 STOPPED_ERROR = "stopped by the user"
-ENGINE_WRITTEN = (Operator.BASELINE, Operator.ENSEMBLE)
+ENGINE_WRITTEN = (Operator.BASELINE, Operator.ENSEMBLE, Operator.PORTFOLIO, Operator.TUNE)
 BASELINE_PLAN = "LightGBM with default settings on prepared features (engine baseline)"
 
 
@@ -77,6 +88,25 @@ class SearchContext:
     skip_duplicates: bool = True
     running: dict[str, str] = field(default_factory=dict)  # code hash -> node id
     requests: int = 0  # first prompts built so far: part of each one's sampling seed
+    folds: Folds | None = None  # the run's folds (engine/folds.py); None: the holdout
+    # What every scored node predicted (held-out and test): ensemble selection's material.
+    predictions: dict[str, HeldOut] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.folds is None:
+            self.folds = make_folds(self.task, 1)
+        self.dev_labels = dev_labels(self.task)
+
+    @property
+    def fold_plan(self) -> Folds:
+        assert self.folds is not None  # set in __post_init__
+        return self.folds
+
+    def inputs(self, fold: int) -> dict[str, bytes]:
+        """The input/ folder of a run of `fold` (ALL_FOLDS: engine-written code only)."""
+        if fold == ALL_FOLDS:
+            return all_folds_inputs(self.task, self.fold_plan)
+        return fold_inputs(self.task, self.fold_plan, fold)
 
     def next_seed(self) -> int:
         """A seed per request: the same prompt twice (improving one parent) must be free to
@@ -109,29 +139,41 @@ class Generate:
     prompt: ChatPrompt
 
 
+ALL_FOLDS = -1  # a run of engine-written code that fits every fold in one process
+
+
 @dataclass(frozen=True, slots=True)
 class Execute:
-    """The step needs `code` run in the sandbox, for at most `seconds`."""
+    """The step needs `code` run in the sandbox once per fold of `folds` (each its own run,
+    on that fold's inputs; ALL_FOLDS: one run on the all-folds inputs), each for at most
+    `seconds`."""
 
     code: str
     seconds: float
+    folds: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Done:
     """The step is over: `node` is its record, `test_raw` its test score (kept beside the
-    node, never in it), `result` the run whose submission it scored (None when none ran)."""
+    node, never in it), `predictions` what it scored (None when nothing was scored)."""
 
     node: Node
     test_raw: float | None
-    result: ExecResult | None
+    predictions: HeldOut | None = None
 
 
-Need = Generate | Execute | Done
+Need = Generate | Execute | Done | None  # None: nothing new until an answer arrives
 
 
 class Step:
-    """One expansion of the tree, from its proposal to its Node."""
+    """One expansion of the tree, from its proposal to its Node.
+
+    Execution: engine-written code runs every fold in one process (it is the engine's own,
+    so it may read every dev label); any other code runs each fold in its own sandbox, whose
+    held-out rows carry no labels, fold 0 first: a script that fails there fails fast, and
+    only a script that ran is given the other folds (in parallel).
+    """
 
     def __init__(self, proposal: Proposal, search: SearchContext, *, attempt: int = 0,
                  node_id: str | None = None, clock: Callable[[], float] = time.time) -> None:
@@ -143,11 +185,13 @@ class Step:
         self._clock = clock
         self.created_at = clock()
         self.prompt: ChatPrompt | None = None  # the request asked (or to ask) now
+        self._asked = False  # the current prompt was handed out and awaits its reply
         self.reflecting = (search.reflect
                            and proposal.operator in (Operator.DEBUG, Operator.IMPROVE))
         self.reflection = ""
         self.plan = ""
         self.code = ""
+        self.run_code = ""  # what the sandbox runs: `code`, or its all-folds form
         self.reply = ""  # raw text of the reply that gave the code
         self.model = ""
         self.llm_actor = ""  # the LLM actor serving its latest request (set by the scheduler)
@@ -157,8 +201,10 @@ class Step:
         self.repaired = False
         self.duplicate = False
         self.queued_at = 0.0
-        self.started_at = 0.0
-        self.exec_limit = 0.0
+        self._to_run: tuple[int, ...] = ()  # folds wanted and not handed out yet
+        self._handed_out: set[int] = set()  # folds handed out whose run has not ended
+        self._running: dict[int, tuple[float, float]] = {}  # fold -> (started at, limit)
+        self._results: dict[int, tuple[ExecResult, str, str, float]] = {}  # + executor, ip
         self._done: Done | None = None
         if proposal.operator in ENGINE_WRITTEN:
             self._engine_code()
@@ -170,20 +216,31 @@ class Step:
         return self.proposal.operator
 
     @property
+    def over(self) -> bool:
+        return self._done is not None
+
+    @property
     def exec_cap(self) -> float:
-        """Seconds its script may run: the analysis is a preamble every draft waits for, not
-        a candidate, so it gets less time than one."""
+        """Seconds one run may take: the analysis is a preamble every draft waits for, not a
+        candidate, so it gets less time than one."""
         if self.operator is Operator.ANALYZE:
             return min(self.search.exec_timeout, ANALYSIS_SECONDS)
         return self.search.exec_timeout
 
     def next(self) -> Need:
+        """What the step needs now; each request is handed out once (None until an answer
+        arrives), Done for good once it is over."""
         if self._done is not None:
             return self._done
-        if self.queued_at:
-            return Execute(self.code, self.exec_cap)
+        if self._to_run:
+            folds, self._to_run = self._to_run, ()
+            self._handed_out.update(folds)
+            return Execute(self.run_code, self.exec_cap, folds)
+        if self.queued_at or self._asked:
+            return None
         if self.prompt is None:
             self.prompt = replace(self._first_prompt(), seed=self.search.next_seed())
+        self._asked = True
         return Generate(self.prompt)
 
     def _first_prompt(self) -> ChatPrompt:
@@ -200,17 +257,49 @@ class Step:
     def _engine_code(self) -> None:
         ctx = self.search.ctx
         if self.operator is Operator.ENSEMBLE:
-            members = list(self.proposal.members)
-            self.plan = ensemble_plan(members, ensemble_vote(ctx))
-            self.code = ensemble_code(ctx, [self.search.journal.get(i).code for i in members])
+            self._blend()
+            return
+        if self.operator is Operator.BASELINE:
+            self.plan, model = BASELINE_PLAN, baseline_code(ctx)
         else:
-            self.plan = BASELINE_PLAN
-            self.code = assemble(ctx, baseline_code(ctx))
-        self._queue()
+            self.plan = describe(self.proposal)
+            model = model_code(ctx, self.proposal.family, self.proposal.param_dict)
+        self.code = assemble(ctx, model)
+        self._queue(assemble(ctx, model, all_folds=True), (ALL_FOLDS,))
+
+    def _blend(self) -> None:
+        """Ensemble selection over the candidates' kept predictions: done at once, in the
+        driver; nothing runs (engine/blend.py)."""
+        search, task = self.search, self.search.task
+        kept = {i: search.predictions[i] for i in self.proposal.members
+                if i in search.predictions}
+        truth = search.dev_labels.iloc[search.fold_plan.held_out]
+        weights = select_weights(task, {i: p.valid for i, p in kept.items()}, truth)
+        if not weights:
+            self._finish(Status.BUGGY, error="no kept predictions of the candidates")
+            return
+        ids = sorted(weights, key=lambda i: -weights[i])
+        valid = blend(task, {i: kept[i].valid for i in ids}, weights)
+        test = blend(task, {i: kept[i].test for i in ids}, weights)
+        predictions = HeldOut(valid, test, submission_metric(task, valid, truth),
+                              submission_metric(task, test, task.test_y))
+        members = [search.journal.get(i) for i in ids]
+        self.plan = (f"ensemble selection over {len(kept)} nodes: "
+                     + ", ".join(f"{i} x{weights[i]}" for i in ids))
+        self.code = ensemble_code(search.ctx, [n.code for n in members],
+                                  [weights[i] for i in ids])
+        self._finish(Status.OK, predictions=predictions, measured=_summed(members))
+
+    def _queue(self, run_code: str, folds: tuple[int, ...]) -> None:
+        self.run_code = run_code
+        self.queued_at = self._clock()
+        self._to_run = folds
+        self.search.running[code_hash(self.code)] = self.node_id
 
     # ---- answers ---------------------------------------------------------------------------
 
     def on_reply(self, reply: Reply) -> None:
+        self._asked = False
         self.model = reply.model
         self.llm_seconds += reply.seconds
         self.prompt_tokens += reply.prompt_tokens
@@ -243,7 +332,7 @@ class Step:
             self._finish(Status.BUGGY,
                          error=f"duplicate of node {twin}: identical code, not run again")
             return
-        self._queue()
+        self._queue(self.code, (0,))
 
     def _on_insights(self, text: str) -> None:
         """An insights reply is ideas, not code: nothing runs. The node is `ok` with the ideas
@@ -265,40 +354,72 @@ class Step:
         self.prompt = repair_prompt(self.prompt, text, problem, ask)
         return True
 
-    def _queue(self) -> None:
-        self.queued_at = self._clock()
-        self.search.running[code_hash(self.code)] = self.node_id
+    def on_started(self, fold: int, limit: float) -> None:
+        """A run of `fold` started, stopped by the sandbox after `limit` seconds."""
+        self._running[fold] = (self._clock(), limit)
 
-    def on_started(self, limit: float) -> None:
-        """Its execution started, stopped by the sandbox after `limit` seconds."""
-        self.started_at = self._clock()
-        self.exec_limit = limit
+    def on_result(self, fold: int, result: ExecResult, *, executor: str = "",
+                  node_ip: str = "") -> None:
+        """A run of `fold` ended. Once fold 0 ran, the others are wanted; once every fold
+        ran, the node is scored in the driver, against labels that never left it."""
+        started, limit = self._running.pop(fold)
+        self._handed_out.discard(fold)
+        if result.status == Status.TIMEOUT.value and limit < self.exec_cap:
+            result = replace(result, status=Status.KILLED.value, error=DEADLINE_ERROR)
+        self._results[fold] = (result, executor, node_ip, started)
+        folds = self.search.fold_plan.k
+        if (fold == 0 and result.status == Status.OK.value and folds > 1
+                and self.operator is not Operator.ANALYZE):
+            self._to_run = tuple(range(1, folds))
+            return
+        if not self._handed_out and not self._to_run:
+            self._conclude()
 
-    def on_result(self, result: ExecResult, *, executor: str = "", node_ip: str = "") -> None:
-        """Score the run in the driver, against labels that never left it."""
-        measured, stdout = split_measurements(result.stdout_tail)
-        result = replace(result, stdout_tail=stdout)
-        status, error = Status(result.status), result.error
-        metric_raw = test_raw = train_raw = None
-        if status is Status.TIMEOUT and self.exec_limit < self.exec_cap:
-            status, error = Status.KILLED, DEADLINE_ERROR
+    def _conclude(self) -> None:
+        """Every run wanted has ended: the node's status, measurements and scores."""
+        runs = sorted(self._results)
+        failed = [f for f in runs if self._results[f][0].status != Status.OK.value]
+        first, executor, node_ip, _ = self._results[failed[0] if failed else runs[0]]
+        measured, stdout = split_measurements(first.stdout_tail)
+        first = replace(first, stdout_tail=stdout)
+        status, error = Status(first.status), first.error
+        predictions, train_raw = None, None
         if self.operator is Operator.ANALYZE:
             # Nothing to score: what it printed is the result.
-            silent = silent_analysis_error(result.stdout_tail)
+            silent = silent_analysis_error(first.stdout_tail)
             if status is Status.OK and silent:
                 status, error = Status.BUGGY, silent
         elif status is Status.OK:
-            task = self.search.task
             try:
-                metric_raw = score(task, result.valid_csv, "valid")
-                test_raw = score(task, result.test_csv, "test")
+                predictions = self._score()
             except SubmissionError as exc:
-                status, error, metric_raw, test_raw = Status.BUGGY, str(exc), None, None
+                status, error = Status.BUGGY, str(exc)
             else:
-                train_raw = score_train(task, result.train_csv)
-        self._finish(status, error=error, result=result, metric_raw=metric_raw,
-                     test_raw=test_raw, train_raw=train_raw, executor=executor,
-                     node_ip=node_ip, measured=measured)
+                learn = self.search.fold_plan.learn_rows(max(runs[0], 0))
+                train_raw = score_train(self.search.task, first.train_csv,
+                                        self.search.dev_labels.iloc[learn])
+        self._finish(status, error=error, result=first, predictions=predictions,
+                     train_raw=train_raw, executor=executor, node_ip=node_ip,
+                     measured=measured)
+
+    def _score(self) -> HeldOut:
+        search, folds = self.search, self.search.fold_plan
+        task = search.task
+        held = folds.held_out
+        if ALL_FOLDS in self._results:
+            result = self._results[ALL_FOLDS][0]
+            valid = [read_submission(task, result.valid_csv, "valid", len(held))]
+            tests = read_stacked(task, result.test_csv, "test", len(task.test_X), folds.k)
+            rows = [held]
+        else:
+            valid, tests, rows = [], [], []
+            for fold in range(folds.k):
+                result = self._results[fold][0]
+                part = folds.rows(fold)
+                valid.append(read_submission(task, result.valid_csv, "valid", len(part)))
+                tests.append(read_submission(task, result.test_csv, "test"))
+                rows.append(part)
+        return score_held_out(task, search.dev_labels.iloc[held], valid, rows, tests)
 
     def lose(self, error: str) -> Done:
         """Lost to infrastructure (a dead or hung worker, a failed LLM call)."""
@@ -311,12 +432,16 @@ class Step:
     # ---- the record ------------------------------------------------------------------------
 
     def _finish(self, status: Status, *, error: str = "", result: ExecResult | None = None,
-                metric_raw: float | None = None, test_raw: float | None = None,
-                train_raw: float | None = None, executor: str = "", node_ip: str = "",
+                predictions: HeldOut | None = None, train_raw: float | None = None,
+                executor: str = "", node_ip: str = "",
                 measured: Measurements | None = None) -> Done:
         search = self.search
+        if self._done is not None:  # a late answer of a step already over changes nothing
+            return self._done
         if self.code:
             search.running.pop(code_hash(self.code), None)
+        metric_raw = predictions.valid_raw if predictions is not None else None
+        first_start = min((r[3] for r in self._results.values()), default=0.0)
         node = Node(
             node_id=self.node_id,
             parent_id=self.proposal.parent_id,
@@ -338,9 +463,9 @@ class Step:
             metric_raw=metric_raw,
             self_reported=self_reported_metric(result.stdout_tail)
             if result and self.operator is not Operator.ANALYZE else None,
-            exec_seconds=result.seconds if result else 0.0,
+            exec_seconds=sum(r[0].seconds for r in self._results.values()),
             llm_seconds=self.llm_seconds,
-            queue_seconds=max(0.0, self.started_at - self.queued_at) if self.queued_at else 0.0,
+            queue_seconds=max(0.0, first_start - self.queued_at) if self.queued_at else 0.0,
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
             temperature=self.proposal.temperature,
@@ -357,20 +482,36 @@ class Step:
             reflection=self.reflection,
             prompt=json.dumps(self.prompt.messages) if self.reply and self.prompt else "",
             reply=self.reply,
+            runs=json.dumps([[fold, r[1], round(r[3], 3), round(r[0].seconds, 3)]
+                             for fold, r in sorted(self._results.items())]),
         )
-        self._done = Done(node, test_raw, result)
+        self._done = Done(node, predictions.test_raw if predictions else None, predictions)
         return self._done
 
 
+def _summed(members: list[Node]) -> Measurements:
+    """An ensemble's cost: its members' together (None when one of them was not measured)."""
+    def total(values: list[float | None]) -> float | None:
+        return None if any(v is None for v in values) else sum(v or 0.0 for v in values)
+
+    return Measurements(total([n.train_seconds for n in members]),
+                        total([n.predict_ms_per_row for n in members]),
+                        total([n.model_mb for n in members]))
+
+
 def run_step(step: Step, generate: Callable[[ChatPrompt], Reply],
-             execute: Callable[[str, Limits], ExecResult]) -> Done:
-    """Drive a step to its end one call at a time (benchmarks that replay steps)."""
+             execute: Callable[[str, int, Limits], ExecResult]) -> Done:
+    """Drive a step to its end one call at a time (benchmarks that replay steps);
+    `execute(code, fold, limits)` runs one fold's run."""
     while True:
         need = step.next()
         if isinstance(need, Done):
             return need
         if isinstance(need, Generate):
             step.on_reply(generate(need.prompt))
+        elif isinstance(need, Execute):
+            for fold in need.folds:
+                step.on_started(fold, need.seconds)
+                step.on_result(fold, execute(need.code, fold, Limits(wall_seconds=need.seconds)))
         else:
-            step.on_started(need.seconds)
-            step.on_result(execute(need.code, Limits(wall_seconds=need.seconds)))
+            raise RuntimeError(f"step {step.node_id} waits with nothing in flight")

@@ -25,8 +25,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from engine.folds import Folds
 from engine.task import PreparedTask, load_task, save_task
-from sandbox import ExecResult
 from search.errors import StoreError
 from search.node import LONG_TEXT_FIELDS, Node, Operator
 from search.policy import Proposal
@@ -58,6 +58,7 @@ WRITE_OPTIONS: dict[str, Any] = {
     "write_statistics": [f.name for f in SCHEMA if f.name not in LONG_TEXT_FIELDS],
 }
 
+FOLDS_JSON = "folds.json"  # in task/: hidden from every sandbox, like the labels
 COMPACT_EVERY = 500  # parts merged into a chunk this often, and at the end of every start
 
 
@@ -80,9 +81,10 @@ class RunStore:
         return self.root.name
 
     @classmethod
-    def create(cls, out: Path, task: PreparedTask, manifest: dict[str, Any]) -> RunStore:
-        """Write task and manifest into a hidden folder, then rename it into place, so a
-        failure here leaves no half-made run behind."""
+    def create(cls, out: Path, task: PreparedTask, manifest: dict[str, Any],
+               folds: Folds | None = None) -> RunStore:
+        """Write task, folds and manifest into a hidden folder, then rename it into place, so
+        a failure here leaves no half-made run behind."""
         run_id = new_run_id()
         out.mkdir(parents=True, exist_ok=True)
         staging = out / f".{run_id}.partial"
@@ -91,6 +93,8 @@ class RunStore:
             (staging / "nodes").mkdir()
             (staging / "inflight").mkdir()
             save_task(task, staging / "task")
+            if folds is not None:
+                (staging / "task" / FOLDS_JSON).write_text(folds.dumps())
             manifest = {**manifest, "run_id": run_id, "data_hash": task.data_hash}
             _write_json(staging / "manifest.json", manifest)
             staging.rename(out / run_id)
@@ -118,6 +122,16 @@ class RunStore:
                 "the task data changed: start a new run instead of resuming"
             )
         return task
+
+    def load_folds(self) -> Folds | None:
+        """The run's folds; None for a run stored before folds (scored on the holdout)."""
+        path = self.task_dir / FOLDS_JSON
+        if not path.is_file():
+            return None
+        try:
+            return Folds.from_json(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise StoreError(f"cannot read {path}: {exc}") from exc
 
     def manifest(self) -> dict[str, Any]:
         try:
@@ -196,14 +210,14 @@ class RunStore:
             path.unlink()
         return proposals
 
-    def write_predictions(self, node_id: str, result: ExecResult) -> None:
-        """Keep a scored node's valid and test submissions (written, then renamed)."""
+    def write_predictions(self, node_id: str, valid_csv: bytes, test_csv: bytes) -> None:
+        """Keep a scored node's held-out (out-of-fold) and test predictions (written, then
+        renamed)."""
         staging = self.root / "preds" / f".{node_id}.tmp"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
-        for split, data in (("valid", result.valid_csv), ("test", result.test_csv)):
-            if data is not None:
-                (staging / f"{split}.csv.gz").write_bytes(gzip.compress(data, mtime=0))
+        for split, data in (("valid", valid_csv), ("test", test_csv)):
+            (staging / f"{split}.csv.gz").write_bytes(gzip.compress(data, mtime=0))
         final = self.root / "preds" / node_id
         shutil.rmtree(final, ignore_errors=True)
         staging.rename(final)

@@ -59,11 +59,18 @@ PREPARE_SOURCE = '''def prepare(X, X_valid, X_test, max_levels=20):
 '''
 
 
-def harness_head(ctx: TaskContext) -> str:
-    return (_HEAD + PREPARE_SOURCE).replace("__TARGET__", repr(ctx.target))
+_VALID_LINE = 'X_valid = pd.read_csv("input/valid.csv")  # no target: predict every row\n'
+# Engine-written code only: every fold in one process, so it reads every dev label.
+_FOLDS_LINE = ('FOLDS = pd.read_csv("input/folds.csv")["fold"].to_numpy()  # fold of each train '
+               'row; -1: never held out\n')
 
 
-def harness_tail(ctx: TaskContext) -> str:
+def harness_head(ctx: TaskContext, all_folds: bool = False) -> str:
+    head = _HEAD.replace(_VALID_LINE, _FOLDS_LINE) if all_folds else _HEAD
+    return (head + PREPARE_SOURCE).replace("__TARGET__", repr(ctx.target))
+
+
+def _frame_function(ctx: TaskContext) -> str:
     labels = f"LABELS = {list(ctx.labels)!r}\n" if ctx.needs_proba else ""
     if ctx.needs_proba:
         body = (
@@ -88,7 +95,15 @@ def harness_tail(ctx: TaskContext) -> str:
         "                         \"X_valid or X_test\")\n"
         + body
         + "    return out\n\n\n"
-        "def _write(pred, rows, path):\n"
+    )
+
+
+def harness_tail(ctx: TaskContext, all_folds: bool = False) -> str:
+    if all_folds:
+        return _frame_function(ctx) + HARNESS_MEASURE + _ALL_FOLDS_TAIL
+    return (
+        _frame_function(ctx)
+        + "def _write(pred, rows, path):\n"
         "    _treeml_frame(pred, len(rows), path).to_csv(path, index=False)\n"
         + HARNESS_MEASURE
         + "\n\n_treeml_measure = _TreemlMeasure(len(X), len(X_valid), len(X_test))\n"
@@ -107,10 +122,45 @@ def harness_tail(ctx: TaskContext) -> str:
     )
 
 
-def assemble(ctx: TaskContext, model_code: str) -> str:
-    """The runnable script: harness head, the model's code, harness tail."""
-    return (f"{harness_head(ctx)}\n{MODEL_START}\n{model_code.strip()}\n{MODEL_END}\n"
-            f"{harness_tail(ctx)}")
+# Every fold of the run in one process: out-of-fold predictions of the held-out rows in row
+# order (submission/valid.csv), one block of test predictions per fold model with a `fold`
+# column (submission/test.csv); the first fold's call is the one measured.
+_ALL_FOLDS_TAIL = """
+
+_treeml_valid, _treeml_test, _treeml_first = [], [], None
+for _treeml_fold in sorted(set(FOLDS[FOLDS >= 0].tolist())):
+    _treeml_in, _treeml_out = FOLDS != _treeml_fold, FOLDS == _treeml_fold
+    _treeml_args = (X[_treeml_in].reset_index(drop=True), y[_treeml_in].reset_index(drop=True),
+                    X[_treeml_out].reset_index(drop=True), X_test.copy())
+    if _treeml_first is None:
+        _treeml_measure = _TreemlMeasure(*(len(a) for a in _treeml_args[::2]), len(X_test))
+        _treeml_start = _treeml_time.perf_counter()
+        _treeml_sys.setprofile(_treeml_measure.hook)
+        try:
+            valid_pred, test_pred = fit_predict(*_treeml_args)
+        finally:
+            _treeml_sys.setprofile(None)
+        _treeml_first = (_treeml_time.perf_counter() - _treeml_start, valid_pred)
+    else:
+        valid_pred, test_pred = fit_predict(*_treeml_args)
+    _treeml_part = _treeml_frame(valid_pred, int(_treeml_out.sum()), "the held-out rows")
+    _treeml_part.index = np.flatnonzero(_treeml_out)
+    _treeml_valid.append(_treeml_part)
+    _treeml_part = _treeml_frame(test_pred, len(X_test), "X_test")
+    _treeml_part.insert(0, "fold", _treeml_fold)
+    _treeml_test.append(_treeml_part)
+os.makedirs("submission", exist_ok=True)
+pd.concat(_treeml_valid).sort_index().to_csv("submission/valid.csv", index=False)
+pd.concat(_treeml_test).to_csv("submission/test.csv", index=False)
+_treeml_measure.report(*_treeml_first)
+"""
+
+
+def assemble(ctx: TaskContext, model_code: str, all_folds: bool = False) -> str:
+    """The runnable script: harness head, the model's code, harness tail. `all_folds`: every
+    fold of the run in one process (engine-written code only; see engine/folds.py)."""
+    return (f"{harness_head(ctx, all_folds)}\n{MODEL_START}\n{model_code.strip()}\n"
+            f"{MODEL_END}\n{harness_tail(ctx, all_folds)}")
 
 
 def model_part(code: str) -> str:
@@ -140,8 +190,10 @@ def baseline_code(ctx: TaskContext) -> str:
 
 _ENSEMBLE = """import numpy as np
 
-# The members' model code, each run in its own namespace so their names cannot clash.
+# The members' model code, each run in its own namespace so their names cannot clash, and the
+# weight of each (ensemble selection: how often it was picked).
 MEMBERS = __MEMBERS__
+WEIGHTS = __WEIGHTS__
 
 
 def _member(source, X, y, X_valid, X_test):
@@ -159,37 +211,42 @@ def fit_predict(X, y, X_valid, X_test):
 """
 
 _MEAN = """    columns = [np.asarray(p, dtype=float).reshape(len(p), -1)[:, 0] for p in preds]
-    return np.mean(columns, axis=0)
+    return np.average(columns, axis=0, weights=WEIGHTS)
 """
 
 _MEAN_PROBA = """    arrays = []
     for p in preds:  # binary members may return the positive class's probability alone
         p = np.asarray(p, dtype=float)
         arrays.append(np.column_stack([1 - p, p]) if p.ndim == 1 else p)
-    return np.mean(arrays, axis=0)
+    return np.average(arrays, axis=0, weights=WEIGHTS)
 """
 
-# Majority vote; a tie goes to the first member, the best one by valid score.
+# Weighted vote; a tie goes to the label of the earliest member among the tied.
 _VOTE = """    labels = [list(np.asarray(p).ravel()) for p in preds]
     out = []
     for row in zip(*labels):
-        keys = [str(v) for v in row]
-        top = max(keys.count(k) for k in keys)
-        out.append(row[0] if keys.count(keys[0]) == top else
-                   next(v for v, k in zip(row, keys) if keys.count(k) == top))
+        score = {}
+        for value, weight in zip(row, WEIGHTS):
+            score[str(value)] = score.get(str(value), 0) + weight
+        top = max(score.values())
+        out.append(next(v for v in row if score[str(v)] == top))
     return np.asarray(out, dtype=object)
 """
 
 
 def ensemble_vote(ctx: TaskContext) -> bool:
-    """Class labels cannot be averaged: such tasks ensemble by a vote of three."""
+    """Class labels alone cannot be averaged: such tasks ensemble by a weighted vote."""
     return ctx.task_type != "regression" and not ctx.needs_proba
 
 
-def ensemble_code(ctx: TaskContext, member_codes: list[str]) -> str:
-    """The assembled script of an engine-written ensemble of model codes (see search/ensemble)."""
+def ensemble_code(ctx: TaskContext, member_codes: list[str],
+                  weights: list[int] | None = None) -> str:
+    """The assembled script of an engine-written ensemble of model codes (default weights:
+    equal)."""
     combine = _VOTE if ensemble_vote(ctx) else _MEAN_PROBA if ctx.needs_proba else _MEAN
     sources = "[\n" + "".join(f"    {model_part(c)!r},\n" for c in member_codes) + "]"
-    model = _ENSEMBLE.replace("__MEMBERS__", sources).replace("__COMBINE__", combine.rstrip("\n"))
+    model = (_ENSEMBLE.replace("__MEMBERS__", sources)
+             .replace("__WEIGHTS__", repr(weights or [1] * len(member_codes)))
+             .replace("__COMBINE__", combine.rstrip("\n")))
     return assemble(ctx, model)
 

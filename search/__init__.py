@@ -6,12 +6,13 @@ prompts (policies never import `operators`).
 - `policy`: what a policy is (`propose`/`observe`), the typed `Proposal`, the registry.
 - `greedy`, `mcts`, `sela`: the policies.
 - `ideas`: the idea pools policies hand the model, one model family or change at a time.
-- `ensemble`: which working nodes an engine-written ensemble combines.
+- `families`: the model families the engine fits itself, their spaces, the portfolio.
+- `floor`: the engine's own work for idle executors: portfolio, Optuna trials, ensembles.
 - `constraints`: deployment limits a node must meet to be eligible.
 - `metric`: the metric table (direction, formula, resampled form, perfect value).
 - `chat`: the chat request and reply types every LLM backend speaks.
 - `errors`: the engine's error tree and its exit codes.
 """
 
-__all__ = ["chat", "constraints", "ensemble", "errors", "greedy", "ideas", "journal", "mcts",
-           "metric", "node", "policy", "sela"]
+__all__ = ["chat", "constraints", "errors", "families", "floor", "greedy", "ideas", "journal",
+           "mcts", "metric", "node", "policy", "sela"]

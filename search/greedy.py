@@ -1,7 +1,7 @@
 """Greedy AIDE-style policy: draft a few roots, then debug buggy leaves or improve the best.
 
-Whenever the best working nodes form a set not ensembled yet, it first proposes an
-engine-written ensemble of them (search/ensemble.py: no LLM call, one executor run).
+Ensembles, the portfolio and tuning are the engine's own work (search/floor.py), not the
+policy's.
 
 With k proposals in flight it counts in-flight drafts toward `num_drafts`, never hands the
 same buggy leaf to two workers at once, and lets several workers improve the best node
@@ -14,7 +14,6 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from search.ensemble import next_members
 from search.ideas import draft_idea, improve_idea
 from search.journal import Journal
 from search.node import Node, Operator
@@ -28,8 +27,6 @@ class GreedyPolicy:
     debug_prob: float = 0.5
     max_debug_depth: int = 3
     base_temperature: float = 0.7
-    # Ensemble sizes to try, smallest first: (2, 3) averages; (3,) votes; () turns it off.
-    ensemble_sizes: tuple[int, ...] = (2, 3)
     name: str = "greedy"
 
     def __post_init__(self) -> None:
@@ -54,10 +51,6 @@ class GreedyPolicy:
         n_drafts = len(journal.draft_nodes) + drafts_in_flight
         if n_drafts < self.num_drafts:
             return Proposal(Operator.DRAFT, None, self.base_temperature, idea=draft_idea(n_drafts))
-        if not any(op is Operator.ENSEMBLE for op, _ in taken):
-            ids = next_members(journal, self.ensemble_sizes)
-            if ids is not None:
-                return Proposal(Operator.ENSEMBLE, ids[0], 0.0, members=tuple(ids))
         debuggable = [
             leaf
             for leaf in journal.buggy_leaves

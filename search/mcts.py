@@ -222,7 +222,6 @@ class MCTSPolicy:
     widening_k: float = 1.0
     widening_alpha: float = 0.5
     max_debug_per_node: int = 2
-    ensemble_sizes: tuple[int, ...] = ()  # accepted like debug_prob; MCTS does not ensemble
     name: str = "mcts"
 
     def __post_init__(self) -> None:

@@ -37,6 +37,8 @@ class Operator(StrEnum):
     BASELINE = "baseline"
     ENSEMBLE = "ensemble"
     ANALYZE = "analyze"  # a data-exploration script run before drafting; never a candidate
+    PORTFOLIO = "portfolio"  # engine-written: one fixed configuration of a model family
+    TUNE = "tune"  # engine-written: an Optuna trial over a model family's hyperparameters
 
 
 def code_hash(code: str) -> str:
@@ -93,6 +95,9 @@ class Node:
     # JSON of the chat messages that produced the code (fine-tuning export)
     prompt: str = field(default="", metadata=LONG_TEXT)
     reply: str = field(default="", metadata=LONG_TEXT)  # the model's raw reply to that prompt
+    # JSON list of its sandbox runs: [fold (-1: all folds in one run), executor, started at,
+    # seconds]; the timeline draws executor time from it
+    runs: str = ""
 
     @property
     def is_ok(self) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from search.errors import UserError
 from search.journal import Journal
@@ -34,6 +34,12 @@ class Proposal:
     stage: str = ""  # insights: the SELA stage whose ideas are asked for
     path: tuple[int, ...] = ()  # sela rollout: the insight index chosen at each stage
     insights: tuple[str, ...] = ()  # sela rollout: those insights' texts
+    family: str = ""  # portfolio, tune: the model family (search.families)
+    params: tuple[tuple[str, Any], ...] = ()  # portfolio, tune: its hyperparameters
+
+    @property
+    def param_dict(self) -> dict[str, Any]:
+        return dict(self.params)
 
     @property
     def key(self) -> InFlightKey:
@@ -48,6 +54,9 @@ class Proposal:
         if self.operator is Operator.SELA:
             return json.dumps({"path": list(self.path), "insights": list(self.insights)},
                               ensure_ascii=False)
+        if self.operator in (Operator.PORTFOLIO, Operator.TUNE):
+            return json.dumps({"name": self.idea, "family": self.family,
+                               "params": self.param_dict})
         return self.idea
 
     @classmethod
@@ -63,6 +72,14 @@ class Proposal:
         if operator is Operator.SELA:
             path, insights = _decode_path(hint)
             return cls(operator, parent_id, temperature, path=path, insights=insights)
+        if operator in (Operator.PORTFOLIO, Operator.TUNE):
+            try:
+                data = json.loads(hint)
+                return cls(operator, parent_id, temperature, idea=str(data.get("name", "")),
+                           family=str(data["family"]),
+                           params=tuple(sorted(dict(data["params"]).items())))
+            except (ValueError, TypeError, KeyError, AttributeError):
+                return cls(operator, parent_id, temperature)
         return cls(operator, parent_id, temperature, idea=hint)
 
     @classmethod

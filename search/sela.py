@@ -249,9 +249,8 @@ class InsightTree:
 @dataclass
 class SelaPolicy:
     """SELA's search with its constants: c_explore 1.4, unvisited count 0.8, 5 children per
-    expansion, depth 3 (one level per stage). `num_drafts`, `debug_prob` and `ensemble_sizes` are
-    accepted so one CLI can pass the same options to every policy; they do not apply here (a
-    faithful SELA baseline proposes no engine-written ensembles)."""
+    expansion, depth 3 (one level per stage). `num_drafts` and `debug_prob` are accepted so one
+    CLI can pass the same options to every policy; they do not apply here."""
 
     seed: int = 0
     num_drafts: int = 3
@@ -263,7 +262,6 @@ class SelaPolicy:
     children: int = 5
     depth: int = len(STAGE_NAMES)
     insight_attempts: int = 2
-    ensemble_sizes: tuple[int, ...] = ()
     name: str = "sela"
 
     def __post_init__(self) -> None:

@@ -1,0 +1,92 @@
+"""Ensemble selection over the nodes' held-out predictions (Caruana et al. 2004, the weighted
+ensemble AutoGluon fits on its bagged models' out-of-fold predictions).
+
+Greedy forward selection with replacement: start empty; `SIZE` times add the candidate whose
+addition scores best on the held-out rows (normalised metric; a tie goes to the candidate
+scoring best alone); the weights are how often each was added, taken at the round that scored
+best. The predictions are combined as `engine.scoring.combine_predictions` combines fold
+models: numbers and probabilities averaged, labels by weighted vote. Pure arithmetic on kept
+predictions in the driver: nothing runs, and the test predictions are combined with the same
+weights, so the test score is the blend's own.
+
+The weights are fitted on the same held-out rows that score them, so a blend's score is
+slightly optimistic; the final selection's bootstrap guard (engine/select.py) applies to it
+like to any node.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from engine.scoring import combine_predictions, label_matrix, labels_from_proba
+from engine.task import PreparedTask
+
+SIZE = 25  # rounds of selection: weights in steps of 1/25 at the finest
+
+
+def _matrix(task: PreparedTask, frame: pd.DataFrame) -> np.ndarray:
+    """What is averaged: the number, the probability columns, or one-hot labels."""
+    if task.task_type == "regression":
+        return frame[["prediction"]].to_numpy(dtype=float)
+    columns = [c for c in frame.columns if c.startswith("proba_")]
+    if columns:
+        return frame[columns].to_numpy(dtype=float)
+    return label_matrix(task, frame["prediction"])
+
+
+def _frame(task: PreparedTask, matrix: np.ndarray, like: pd.DataFrame) -> pd.DataFrame:
+    if task.task_type == "regression":
+        return pd.DataFrame({"prediction": matrix[:, 0]})
+    columns = [c for c in like.columns if c.startswith("proba_")]
+    if columns:
+        proba = pd.DataFrame(matrix, columns=columns)
+        return pd.concat([pd.DataFrame({"prediction": labels_from_proba(task, proba)}), proba],
+                         axis=1)
+    return pd.DataFrame({"prediction": np.asarray(task.labels, dtype=object)[
+        matrix.argmax(axis=1)]})
+
+
+def _score(task: PreparedTask, frame: pd.DataFrame, truth: pd.Series) -> float:
+    proba = None
+    if task.metric.needs_proba:
+        columns = [c for c in frame.columns if c.startswith("proba_")]
+        proba = frame[columns].rename(columns=lambda c: c[len("proba_"):])
+    return task.metric.normalise(task.metric.score(truth, frame["prediction"], proba,
+                                                   task.labels))
+
+
+def select_weights(task: PreparedTask, candidates: Mapping[str, pd.DataFrame],
+                   truth: pd.Series, size: int = SIZE) -> dict[str, int]:
+    """How often each candidate (node id -> checked held-out predictions) is picked; only
+    the picked ones appear. Empty without candidates."""
+    truth = truth.reset_index(drop=True)
+    ids = list(candidates)
+    if not ids:
+        return {}
+    like = candidates[ids[0]]
+    matrices = {i: _matrix(task, candidates[i]) for i in ids}
+    alone = {i: _score(task, candidates[i], truth) for i in ids}
+    ids.sort(key=lambda i: -alone[i])  # ties go to the better single model
+    total = np.zeros_like(matrices[ids[0]])
+    picks: list[str] = []
+    best_score, best_round = -np.inf, 0
+    for round_ in range(1, size + 1):
+        scored = [(_score(task, _frame(task, (total + matrices[i]) / round_, like), truth), i)
+                  for i in ids]
+        score, choice = max(scored, key=lambda pair: (pair[0], -ids.index(pair[1])))
+        total = total + matrices[choice]
+        picks.append(choice)
+        if score > best_score + 1e-12:
+            best_score, best_round = score, round_
+    return dict(Counter(picks[:best_round]))
+
+
+def blend(task: PreparedTask, frames: Mapping[str, pd.DataFrame],
+          weights: Mapping[str, int]) -> pd.DataFrame:
+    """The weighted combination of the predictions of the nodes in `weights`."""
+    ids = list(weights)
+    return combine_predictions(task, [frames[i] for i in ids], [weights[i] for i in ids])

@@ -1,0 +1,140 @@
+"""The run's folds: how the rows a search may learn from are cut for cross-validation, fixed per
+run and stored with it (`task/folds.json`).
+
+The dev rows are train + valid, in that order (the test split stays hidden from everything the
+search sees). Every node is scored out of fold: for fold i its script learns from the dev rows
+outside the fold and predicts the fold's rows, which reach it without labels; the predictions of
+all folds together (out-of-fold, OOF) are scored on the dev labels in the driver, and the test
+predictions are the mean over the fold models. So every dev row is scored once, by a model
+that never saw its label, and the answer has learned from every dev row.
+
+How many folds (`fold_count`, `--folds` overrides): 5 up to 20,000 dev rows; 3 up to 100,000;
+above that the holdout, one fold: learn from train, predict valid, as a search without folds
+does. A candidate costs k fits plus k process starts (about 1.2 s each here), so k shrinks
+where one fit is already slow.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import KFold, StratifiedKFold
+
+from engine.task import PreparedTask
+
+HOLDOUT = 1
+FOLD_ROWS = ((20_000, 5), (100_000, 3))  # (dev rows at most, folds)
+FOLDS_FILE = "folds.csv"  # the fold of each dev row, for engine-written code that runs all folds
+
+
+def fold_count(dev_rows: int, requested: int | None = None) -> int:
+    """The number of folds for `dev_rows` rows (see the module docstring)."""
+    if requested is not None:
+        return requested
+    for limit, folds in FOLD_ROWS:
+        if dev_rows <= limit:
+            return folds
+    return HOLDOUT
+
+
+@dataclass(frozen=True, eq=False)
+class Folds:
+    """`fold_of[r]` is the fold of dev row r; -1 for a row never held out (the train rows of
+    the holdout)."""
+
+    k: int
+    seed: int
+    fold_of: np.ndarray
+
+    @property
+    def held_out(self) -> np.ndarray:
+        """Dev rows that get an out-of-fold prediction, in dev order: every row for k-fold, the
+        valid rows for the holdout."""
+        return np.flatnonzero(self.fold_of >= 0)
+
+    def rows(self, fold: int) -> np.ndarray:
+        return np.flatnonzero(self.fold_of == fold)
+
+    def learn_rows(self, fold: int) -> np.ndarray:
+        return np.flatnonzero(self.fold_of != fold)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"k": self.k, "seed": self.seed, "fold_of": self.fold_of.tolist()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Folds:
+        return cls(int(data["k"]), int(data["seed"]), np.asarray(data["fold_of"], dtype=int))
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json())
+
+
+def dev_frame(task: PreparedTask) -> pd.DataFrame:
+    """The dev rows with their target: train, then valid."""
+    valid = task.valid_X.assign(**{task.target: task.valid_y.to_numpy()})
+    return pd.concat([task.train, valid], ignore_index=True)
+
+
+def dev_labels(task: PreparedTask) -> pd.Series:
+    return pd.concat([task.train[task.target], task.valid_y], ignore_index=True)
+
+
+def make_folds(task: PreparedTask, k: int | None = None, seed: int = 0) -> Folds:
+    """Folds of the dev rows: stratified by class for classification, shuffled with `seed`."""
+    n_train, n_dev = len(task.train), len(task.train) + len(task.valid_X)
+    k = fold_count(n_dev, k)
+    if k == HOLDOUT:
+        fold_of = np.full(n_dev, -1)
+        fold_of[n_train:] = 0
+        return Folds(HOLDOUT, seed, fold_of)
+    labels = dev_labels(task).astype(str).to_numpy()
+    splitter: KFold | StratifiedKFold
+    if task.task_type == "regression":
+        splitter = KFold(k, shuffle=True, random_state=seed)
+    else:
+        splitter = StratifiedKFold(k, shuffle=True, random_state=seed)
+    fold_of = np.empty(n_dev, dtype=int)
+    with warnings.catch_warnings():  # a class rarer than k rows: still split, less stratified
+        warnings.simplefilter("ignore", UserWarning)
+        for fold, (_, rows) in enumerate(splitter.split(np.zeros(n_dev), labels)):
+            fold_of[rows] = fold
+    return Folds(k, seed, fold_of)
+
+
+def _csv(frame: pd.DataFrame) -> bytes:
+    buffer = io.StringIO()
+    frame.to_csv(buffer, index=False)
+    return buffer.getvalue().encode()
+
+
+def fold_inputs(task: PreparedTask, folds: Folds, fold: int) -> dict[str, bytes]:
+    """The input/ folder of one fold's run: learn from the rows outside the fold (with labels),
+    predict the fold's rows (without) and the test rows (without)."""
+    dev = dev_frame(task)
+    if folds.k == HOLDOUT:
+        return task.inputs()  # byte for byte the task's own train/valid/test files
+    held = dev.iloc[folds.rows(fold)].drop(columns=[task.target])
+    return {
+        "train.csv": _csv(dev.iloc[folds.learn_rows(fold)]),
+        "valid.csv": _csv(held),
+        "test.csv": task.split_files["test.csv"],
+        "description.md": task.description.encode("utf-8"),
+    }
+
+
+def all_folds_inputs(task: PreparedTask, folds: Folds) -> dict[str, bytes]:
+    """The input/ folder of engine-written code that runs every fold in one process: every dev
+    row with its label and its fold. Never given to LLM-written code, whose every fold is its
+    own sandbox run that sees no label of the rows it predicts."""
+    return {
+        "train.csv": _csv(dev_frame(task)),
+        FOLDS_FILE: _csv(pd.DataFrame({"fold": folds.fold_of})),
+        "test.csv": task.split_files["test.csv"],
+        "description.md": task.description.encode("utf-8"),
+    }

@@ -1,0 +1,62 @@
+"""The engine's own model code: a (family, params) pair of `search.families` as the model part
+of a harness script. No LLM writes it, so it is trusted to run every fold in one process.
+
+The hyperparameters sit in one `PARAMS` dict, the convention the prompts ask the model to keep
+too, so a tuned configuration and an LLM's edit of it read the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from operators.context import TaskContext
+from operators.harness import predict_call
+from search.families import FAMILIES
+
+_MODELS = {
+    # family: (import line, regressor, classifier), each a constructor taking PARAMS
+    "lgbm": ("import lightgbm as lgb",
+             "lgb.LGBMRegressor(**PARAMS, subsample_freq=1, random_state=0, verbose=-1)",
+             "lgb.LGBMClassifier(**PARAMS, subsample_freq=1, random_state=0, verbose=-1)"),
+    "extra_trees": ("from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor",
+                    "ExtraTreesRegressor(**PARAMS, random_state=0)",
+                    "ExtraTreesClassifier(**PARAMS, random_state=0)"),
+    "random_forest": ("from sklearn.ensemble import RandomForestClassifier, "
+                      "RandomForestRegressor",
+                      "RandomForestRegressor(**PARAMS, random_state=0)",
+                      "RandomForestClassifier(**PARAMS, random_state=0)"),
+    "hist_gb": ("from sklearn.ensemble import HistGradientBoostingClassifier, "
+                "HistGradientBoostingRegressor",
+                "HistGradientBoostingRegressor(**PARAMS, random_state=0)",
+                "HistGradientBoostingClassifier(**PARAMS, random_state=0)"),
+    "linear": ("from sklearn.linear_model import LogisticRegression, Ridge\n"
+               "from sklearn.pipeline import make_pipeline\n"
+               "from sklearn.preprocessing import StandardScaler",
+               "make_pipeline(StandardScaler(), Ridge(alpha=PARAMS['alpha']))",
+               "make_pipeline(StandardScaler(), LogisticRegression(C=1.0 / PARAMS['alpha'], "
+               "max_iter=2000))"),
+    "knn": ("from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor\n"
+            "from sklearn.pipeline import make_pipeline\n"
+            "from sklearn.preprocessing import StandardScaler",
+            "make_pipeline(StandardScaler(), KNeighborsRegressor(**{**PARAMS, 'n_neighbors': "
+            "min(PARAMS['n_neighbors'], len(X))}))",
+            "make_pipeline(StandardScaler(), KNeighborsClassifier(**{**PARAMS, 'n_neighbors': "
+            "min(PARAMS['n_neighbors'], len(X))}))"),
+}
+
+
+def model_code(ctx: TaskContext, family: str, params: dict[str, Any]) -> str:
+    """The model part (imports, PARAMS, fit_predict) of `family` with `params`."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown model family {family!r}")
+    imports, regressor, classifier = _MODELS[family]
+    model = regressor if ctx.task_type == "regression" else classifier
+    return (
+        f"{imports}\n\n"
+        f"PARAMS = {params!r}\n\n\n"
+        "def fit_predict(X, y, X_valid, X_test):\n"
+        "    X, X_valid, X_test = prepare(X, X_valid, X_test)\n"
+        f"    model = {model}\n"
+        "    model.fit(X, y)\n"
+        f"    return {predict_call(ctx)}\n"
+    )
