@@ -1,0 +1,291 @@
+"""Three machines on one host for `ray up cluster-local.yaml`, run by tests/test_cluster_up.py.
+
+`python -m tests.local_cluster rig WORK` runs inside `unshare --net --pid --mount`: a
+private loopback network, process table and mount table, so nothing here can reach or outlive
+into the host (other Ray clusters on it included: `ray stop` kills every Ray process it sees).
+Each machine is an sshd on its own loopback address, 127.0.0.1 (head), 127.0.0.2 and
+127.0.0.3, in its own PID and mount namespaces with its own home (root's, through a private
+/etc/passwd), /tmp, /run and /dev/shm: `ray stop` on one machine stops only that machine's
+Ray, as on real hosts. The client (where `ray up` runs) has a home of its own too. Machines
+install the project offline from WORK/wheels (sshd's SetEnv points pip there), the way a LAN
+without internet uses a wheel mirror.
+
+The rig then runs the README's cluster commands (`COMMANDS`) from the checkout and writes
+WORK/result.json: each command's exit code and seconds, the cluster's nodes and where actors
+ran, each run brought back (manifest result, nodes from Parquet), and every process left on
+each machine after `ray down` and in the whole namespace at the end.
+`python -m tests.local_cluster facts`, run on the head through `ray exec`, prints the
+cluster's nodes and actors as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+MACHINES = {"head": "127.0.0.1", "executor": "127.0.0.2", "llm": "127.0.0.3"}
+MNT = Path("/mnt/work")  # WORK, seen the same way by every machine (its own tmp is hidden)
+CLIENT_CHECKOUT = Path("/mnt/checkout")  # where the client runs the commands: see client_checkout
+# The README's cluster commands, as run here (tests/test_cluster_yaml.py finds them there).
+UP = "ray up -y cluster-local.yaml"
+RUN = ("ray exec cluster-local.yaml 'cd ~/treeml && python -m engine.run --address auto"
+       " --data benchmarks/data/penguins/penguins.csv --target species"
+       " --llm scripted:$HOME/treeml/tests/data/scripted_cluster.json --executors 2"
+       " --executor-resource executor --llm-resource llm --budget 60s --quiet'")
+RSYNC = "ray rsync-down cluster-local.yaml '~/treeml/runs/' ./runs/"
+STOP = "ray exec cluster-local.yaml 'bash ~/treeml/cluster/node.sh stop-workers'"
+DOWN = "ray down -y cluster-local.yaml"
+COMMANDS = (UP, RUN, RSYNC, STOP, DOWN)
+
+
+def declared_roles(config: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """{worker address: resources} as cluster/node.sh reads them from a local-provider file's
+    worker start command (`node.sh worker 'ADDRESS=NAME:COUNT[,NAME:COUNT] ...'`)."""
+    for command in config["worker_start_ray_commands"]:
+        words = shlex.split(command)
+        if "worker" in words and len(words) > words.index("worker") + 1:
+            roles = words[words.index("worker") + 1]
+            return {entry.split("=")[0]: {name: float(count) for name, count in
+                                          (pair.split(":") for pair in entry.split("=")[1]
+                                           .split(","))}
+                    for entry in roles.split()}
+    return {}
+
+
+def sh(*args: str) -> None:
+    subprocess.run(args, check=True)
+
+
+def private_mounts(work: Path) -> None:
+    """WORK at /mnt/work, then a private /tmp: the client's Ray state and ssh sockets die here."""
+    sh("ip", "link", "set", "lo", "up")
+    sh("mount", "-t", "tmpfs", "tmpfs", "/mnt")
+    MNT.mkdir()
+    sh("mount", "--bind", str(work), str(MNT))
+    sh("mount", "-t", "tmpfs", "tmpfs", "/tmp")
+
+
+def client_checkout() -> Path:
+    """The checkout as the client sees it: an overlay, so what the commands write there (the
+    README's `./runs/`) lands in WORK, never in the real checkout."""
+    layers = {name: MNT / "overlay" / name for name in ("upper", "work")}
+    for layer in layers.values():
+        layer.mkdir(parents=True)
+    merged = CLIENT_CHECKOUT
+    merged.mkdir()
+    sh("mount", "-t", "overlay", "overlay", "-o",
+       f"lowerdir={CHECKOUT},upperdir={layers['upper']},workdir={layers['work']}", str(merged))
+    return merged
+
+
+def passwd_with_home(home: Path) -> Path:
+    """/etc/passwd with root's home moved to `home` (sshd and ssh read `~` from there, not from
+    $HOME); bound over /etc/passwd inside a machine's mount namespace only."""
+    lines = []
+    for line in Path("/etc/passwd").read_text().splitlines():
+        fields = line.split(":")
+        if fields[0] == "root":
+            fields[5] = str(home)
+        lines.append(":".join(fields) + "\n")
+    copy = home.parent / "passwd"
+    copy.write_text("".join(lines))
+    return copy
+
+
+def make_keys() -> Path:
+    """The client's key at ~/.ssh/treeml_cluster, as cluster-local.yaml names it."""
+    client = MNT / "client" / "home"
+    (client / ".ssh").mkdir(parents=True)
+    sh("mount", "--bind", str(passwd_with_home(client)), "/etc/passwd")
+    key = client / ".ssh" / "treeml_cluster"
+    sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
+    sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(MNT / "host_key"))
+    (MNT / "authorized_keys").write_text(Path(f"{key}.pub").read_text())
+    return client
+
+
+def start_machine(name: str, address: str) -> subprocess.Popen[bytes]:
+    root = MNT / name
+    (root / "home").mkdir(parents=True)
+    (root / "home" / ".bashrc").write_text("")
+    config = root / "sshd_config"
+    config.write_text(f"""ListenAddress {address}:22
+HostKey {MNT / 'host_key'}
+PidFile none
+AuthorizedKeysFile {MNT / 'authorized_keys'}
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+MaxSessions 50
+MaxStartups 50
+SetEnv PIP_NO_INDEX=1 PIP_FIND_LINKS={MNT / 'wheels'}
+""")
+    passwd = passwd_with_home(root / "home")
+    boot = (f"mount --bind {passwd} /etc/passwd && mount -t tmpfs tmpfs /tmp"
+            " && mount -t tmpfs tmpfs /run && mount -t tmpfs tmpfs /dev/shm"
+            f" && mkdir -m 755 /run/sshd && exec /usr/sbin/sshd -D -e -f {config}")
+    log = (root / "sshd.log").open("wb")
+    return subprocess.Popen(["unshare", "--pid", "--mount", "--fork", "--kill-child",
+                             "--mount-proc", "sh", "-c", boot], stdout=log, stderr=log)
+
+
+def wait_for_port(address: str, port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection((address, port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def ray(client: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """A `ray` CLI command from the client machine, as a user would type it; its output goes
+    to WORK/logs/ (readable from the host while it runs) and comes back in `stdout`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env["HOME"] = str(client)
+    command = [str(Path(sys.executable).parent / "ray"), *args]
+    logs = MNT / "logs"
+    logs.mkdir(exist_ok=True)
+    log = logs / f"{len(list(logs.iterdir())):02d}-{args[0]}.log"
+    with log.open("w") as out:
+        out.write("$ ray " + " ".join(args) + "\n")
+        out.flush()
+        done = subprocess.run(command, cwd=CLIENT_CHECKOUT, env=env, stdout=out,
+                              stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False)
+    return subprocess.CompletedProcess(command, done.returncode, log.read_text(), "")
+
+
+def facts(client: Path) -> dict[str, Any]:
+    done = ray(client, "exec", "cluster-local.yaml",
+               "cd ~/treeml && python -m tests.local_cluster facts")
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    return json.loads(lines[-1]) if done.returncode == 0 and lines else {}
+
+
+def live_processes() -> list[tuple[int, str, str]]:
+    """(pid, PID namespace, command line) of every live process here but the rig itself."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            space = os.readlink(f"/proc/{entry}/ns/pid")
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue  # gone meanwhile
+        if state != "Z":
+            found.append((int(entry), space, cmdline.strip()))
+    return found
+
+
+def processes_by_machine(sshd: dict[str, int]) -> dict[str, list[str]]:
+    """Command lines of every live process of each machine but its sshd and that sshd's
+    sessions (the client's ssh connections linger for ControlPersist, 10 s)."""
+    spaces = {os.readlink(f"/proc/{pid}/ns/pid"): name for name, pid in sshd.items()}
+    found: dict[str, list[str]] = {name: [] for name in sshd}
+    for _, space, cmdline in live_processes():
+        if space in spaces and not cmdline.startswith("sshd: "):
+            found[spaces[space]].append(cmdline)
+    return found
+
+
+def child_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
+
+
+def step(result: dict[str, Any], name: str, client: Path, command: str) -> bool:
+    """One README command, timed; False when it failed."""
+    start = time.monotonic()
+    done = ray(client, *shlex.split(command)[1:])
+    result["steps"][name] = {"rc": done.returncode, "seconds": time.monotonic() - start}
+    return done.returncode == 0
+
+
+def rig(work: Path) -> None:
+    """Writes what happened to WORK/result.json."""
+    result: dict[str, Any] = {"netns": os.readlink("/proc/self/ns/net"), "steps": {}}
+    private_mounts(work)
+    client = make_keys()
+    client_checkout()
+    machines = {name: start_machine(name, address) for name, address in MACHINES.items()}
+    try:
+        for address in MACHINES.values():
+            wait_for_port(address, 22)
+        sshd = {name: child_of(p.pid) for name, p in machines.items()}
+        start = time.monotonic()
+        if step(result, "ray up", client, UP):
+            # `ray up` returns once the head is up; the head's autoscaler then starts workers.
+            while time.monotonic() - start < 600:
+                result["nodes"] = facts(client).get("nodes", [])
+                if sum(n["alive"] for n in result["nodes"]) == len(MACHINES):
+                    break
+                time.sleep(5)
+            result["up_seconds"] = time.monotonic() - start
+            if step(result, "run", client, RUN):
+                result["actors"] = facts(client).get("actors", [])
+            if step(result, "rsync-down", client, RSYNC):
+                result["runs"] = stored_runs(MNT / "overlay" / "upper" / "runs")
+        start = time.monotonic()
+        step(result, "stop-workers", client, STOP)
+        step(result, "ray down", client, DOWN)
+        result["down_seconds"] = time.monotonic() - start
+        result["left_after_down"] = processes_by_machine(sshd)
+    finally:
+        for p in machines.values():
+            if p.poll() is None:
+                os.kill(child_of(p.pid), signal.SIGTERM)  # sshd: its namespace goes with it
+        for p in machines.values():
+            p.wait(timeout=60)
+        result["left_at_end"] = [cmdline for _, _, cmdline in live_processes()]
+        (MNT / "result.json").write_text(json.dumps(result, indent=1))
+
+
+def stored_runs(runs: Path) -> list[dict[str, Any]]:
+    """Each run directory brought back: its manifest's result and its nodes from Parquet."""
+    from engine.store import RunStore
+
+    found = []
+    for run_dir in sorted(p for p in runs.glob("*") if (p / "manifest.json").exists()):
+        nodes, _ = RunStore.open(run_dir).read_nodes()
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        found.append({"run": run_dir.name, "result": manifest.get("result", {}),
+                      "isolation": manifest.get("isolation"),
+                      "nodes": [{"status": n.status.value, "operator": n.operator.value,
+                                 "executor": n.executor, "node_ip": n.node_ip,
+                                 "llm_actor": n.llm_actor} for n in nodes]})
+    return found
+
+
+def print_facts() -> None:
+    import ray
+    from ray.util.state import list_actors
+
+    ray.init(address="auto", log_to_driver=False)
+    ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
+    nodes = [{"ip": n["NodeManagerAddress"], "alive": n["Alive"], "resources": n["Resources"]}
+             for n in ray.nodes()]
+    actors = [{"class": a.class_name, "state": a.state, "ip": ips.get(a.node_id, "")}
+              for a in list_actors(detail=True, limit=1000)]
+    print(json.dumps({"nodes": nodes, "actors": actors}))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "facts":
+        print_facts()
+    else:
+        rig(Path(sys.argv[2]))
