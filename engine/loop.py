@@ -289,7 +289,7 @@ class SearchLoop:
 
     def final_ensemble(self) -> None:
         """One last ensemble selection over what the search found, if any is due."""
-        if self.floor is not None:
+        if self.floor is not None and self._room():
             proposal = self.floor.propose(self.journal, dict(self._in_flight),
                                           executor_free=False)
             if proposal is not None:
@@ -450,7 +450,8 @@ class SearchLoop:
             if predictions is not None:
                 self.search.predictions[node.node_id] = predictions
                 # Before the node's row: a stored scored node always has its predictions.
-                valid_csv, test_csv = frame_csv(predictions.valid), frame_csv(predictions.test)
+                valid_csv = frame_csv(self.search.task, predictions.valid)
+                test_csv = frame_csv(self.search.task, predictions.test)
                 self.store.write_predictions(node.node_id, valid_csv, test_csv)
             self.store.append(node, done.test_raw)
         except OSError as exc:

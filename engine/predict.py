@@ -1,9 +1,12 @@
 """Command line: `python -m engine.predict runs/<id> new_rows.csv -o predictions.csv [--refit]`.
 
-Trains the run's best solution inside the sandbox and predicts the new rows: the solution sees
-the harness layout it was searched in, with `input/train.csv` the run's train split (or, with
-`--refit`, train plus valid with the valid labels joined back) and the new rows, features only,
-as both `input/valid.csv` and `input/test.csv`. Its `submission/valid.csv` becomes the output.
+Trains the run's best solution inside the sandbox and predicts the new rows, as the answer was
+made: once per fold of the run, each fold model learning from that fold's rows of train+valid,
+their predictions combined as the run combined its test predictions (so the new rows get
+exactly what `best/submission/test.csv` got for the test rows); a run scored on the holdout
+learns from the train split once. `--refit` learns once from every row of train+valid
+instead. The solution sees the harness layout it was searched in, with the new rows, features
+only, as both `input/valid.csv` and `input/test.csv`; its `submission/valid.csv` is read.
 
 Bad input (not a run directory, an unreadable CSV, columns that differ from the training
 features) ends with one line and exit code 2, and nothing is written; a run without a best
@@ -13,14 +16,15 @@ solution or a solution that fails on the new rows ends with one line and exit co
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import sys
 from pathlib import Path
 
 import pandas as pd
 
+from engine.folds import HOLDOUT, Folds, dev_frame
 from engine.runs import open_run
+from engine.scoring import SubmissionError, combine_predictions, frame_csv, read_submission
 from engine.task import PreparedTask
 from sandbox import Limits, SandboxError, run_script
 from search.errors import EngineError, UserError, exit_code
@@ -77,14 +81,15 @@ def feature_rows(task: PreparedTask, frame: pd.DataFrame, path: Path) -> pd.Data
     return frame[features]
 
 
-def training_csv(task: PreparedTask, refit: bool) -> bytes:
-    """input/train.csv: the run's train split as shown during the search, or train + valid."""
-    if not refit:
-        return task.split_files["train.csv"]
-    valid = task.valid_X.copy()
-    valid[task.target] = task.valid_y.to_numpy()
-    both = pd.concat([task.train, valid[list(task.train.columns)]], ignore_index=True)
-    return _csv(both)
+def training_sets(task: PreparedTask, folds: Folds | None, refit: bool) -> list[bytes]:
+    """The input/train.csv of each model to fit: every row of train + valid (--refit), else
+    the learn rows of each fold of the run (the train split for the holdout)."""
+    dev = dev_frame(task)
+    if refit:
+        return [_csv(dev)]
+    if folds is None or folds.k == HOLDOUT:
+        return [task.split_files["train.csv"]]
+    return [_csv(dev.iloc[folds.learn_rows(fold)]) for fold in range(folds.k)]
 
 
 def _csv(frame: pd.DataFrame) -> bytes:
@@ -102,28 +107,32 @@ def predict(run: Path, rows: Path, output: Path, *, refit: bool = False,
         raise EngineError(f"{run} has no best solution (no node scored ok yet, or every ok "
                           "node breaks a constraint: see summary.md); resume the run to find one")
     new = _csv(frame)
-    inputs = {"train.csv": training_csv(task, refit), "valid.csv": new, "test.csv": new,
-              "description.md": task.description.encode("utf-8")}
     if timeout is None:
         configured = float(opened.config.get("exec_timeout") or 0.0)
         timeout = max(DEFAULT_TIMEOUT, 2 * configured)
-    try:
-        result = run_script(solution.read_text(), inputs, Limits(wall_seconds=timeout))
-    except SandboxError as exc:
-        raise EngineError(f"the sandbox could not run the solution: {exc}") from exc
-    if result.status != "ok" or result.valid_csv is None:
-        reason = result.error or f"it ended with status {result.status} and wrote no predictions"
-        raise EngineError(f"the best solution failed on the new rows ({result.status}): {reason}")
-    predictions = pd.read_csv(io.BytesIO(result.valid_csv))
-    if len(predictions) != len(frame) or "prediction" not in predictions.columns:
-        raise EngineError(f"the best solution wrote {len(predictions)} predictions with columns "
-                          f"{list(predictions.columns)}; expected {len(frame)} rows with a "
-                          "`prediction` column")
+    parts = []
+    for train in training_sets(task, opened.store.load_folds(), refit):
+        inputs = {"train.csv": train, "valid.csv": new, "test.csv": new,
+                  "description.md": task.description.encode("utf-8")}
+        try:
+            result = run_script(solution.read_text(), inputs, Limits(wall_seconds=timeout))
+        except SandboxError as exc:
+            raise EngineError(f"the sandbox could not run the solution: {exc}") from exc
+        if result.status != "ok" or result.valid_csv is None:
+            reason = (result.error
+                      or f"it ended with status {result.status} and wrote no predictions")
+            raise EngineError(f"the best solution failed on the new rows ({result.status}): "
+                              f"{reason}")
+        try:
+            parts.append(read_submission(task, result.valid_csv, "valid", len(frame)))
+        except SubmissionError as exc:
+            raise EngineError(f"the best solution wrote unusable predictions: {exc}") from exc
+    predictions = frame_csv(task, combine_predictions(task, parts))
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(f".{output.name}.tmp")
-    tmp.write_bytes(result.valid_csv)
+    tmp.write_bytes(predictions)
     os.replace(tmp, output)
-    return len(predictions)
+    return len(frame)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -251,8 +251,17 @@ def score_held_out(task: PreparedTask, truth: pd.Series, valid: Sequence[pd.Data
                    submission_metric(task, test, task.test_y))
 
 
-def frame_csv(frame: pd.DataFrame) -> bytes:
-    """A checked prediction frame as submission CSV bytes (what `read_submission` reads)."""
+def frame_csv(task: PreparedTask, frame: pd.DataFrame) -> bytes:
+    """A checked prediction frame as submission CSV bytes (what `read_submission` reads),
+    with a probability column per class in the task's order (a binary frame holds the
+    positive class's alone)."""
+    columns = [c for c in frame.columns if c.startswith("proba_")]
+    if task.task_type == "binary" and len(columns) == 1:
+        positive = positive_label(task.labels)
+        p = frame[f"proba_{positive}"]
+        frame = pd.concat([frame[["prediction"]]] + [
+            (p if label == positive else 1.0 - p).rename(f"proba_{label}")
+            for label in task.labels], axis=1)
     buffer = io.StringIO()
     frame.to_csv(buffer, index=False)
     return buffer.getvalue().encode()

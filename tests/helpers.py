@@ -61,7 +61,7 @@ def resume_task(tmp: Path, delay: float, max_nodes: int) -> Path:
     (tmp / "task.yaml").write_text(
         "data: train.csv\ntarget: y\nllm: scripted:replies.json\nnum_drafts: 2\n"
         f"max_nodes: {max_nodes}\nexecutors: 1\nbudget: 5m\nquiet: true\nexec_timeout: 60\n"
-        "baseline: false\n"
+        "baseline: false\nfloor: false\nensemble: false\n"
     )
     return tmp / "task.yaml"
 

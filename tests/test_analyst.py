@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from engine.run import main, task_context
+from engine.store import RunStore
 from engine.task import TaskSpec, prepare_task
 from operators.analyst import parse_analysis, trim_findings
 from sandbox import Limits, run_script
@@ -37,12 +38,19 @@ def _run(tmp: Path, analyze: list[str], *extra: str) -> Path:
     (tmp / "task.yaml").write_text(
         "data: train.csv\ntarget: y\nllm: scripted:replies.json\nnum_drafts: 2\n"
         "debug_prob: 1.0\nexecutors: 1\nbudget: 5m\nquiet: true\nexec_timeout: 120\n"
-        "baseline: false\nanalyst: true\n"
+        "baseline: false\nanalyst: true\nfloor: false\nensemble: false\n"
     )
     out = tmp / "runs"
     assert main(["--task", str(tmp / "task.yaml"), "--out", str(out), *extra]) == 0
     (run,) = [p for p in out.iterdir() if not p.name.startswith(".")]
     return run
+
+
+def _rows_seen(run: Path) -> str:
+    """The analysis explores the rows fold 0 learns from (the train split on the holdout)."""
+    folds = RunStore.open(run).load_folds()
+    assert folds is not None
+    return f"rows: {len(folds.learn_rows(0))}"
 
 
 def _user_prompt(row: pd.Series) -> str:
@@ -73,7 +81,7 @@ def test_findings_join_every_later_prompt_and_survive_resume(tmp_path: Path) -> 
     rows = pd.read_parquet(run / "nodes").sort_values("step")
     (analysis,) = rows[rows.operator == "analyze"].itertuples()
     assert analysis.status == "ok" and analysis.step == 0 and pd.isna(analysis.metric)
-    assert "rows: 180" in analysis.stdout_tail and analysis.reply == ANALYSIS
+    assert _rows_seen(run) in analysis.stdout_tail and analysis.reply == ANALYSIS
     assert "input/train.csv" in analysis.code
     findings = trim_findings(analysis.stdout_tail)
     later = rows[rows.operator != "analyze"]
@@ -112,7 +120,7 @@ def test_failed_analysis_gets_one_retry_then_the_search_goes_on(tmp_path: Path,
     assert len(others) == 2 and (others.status == "ok").any()  # the search went on
     if second == ANALYSIS:
         assert retry.status == "ok"
-        assert all("rows: 180" in _user_prompt(r) for r in others.itertuples())
+        assert all(_rows_seen(run) in _user_prompt(r) for r in others.itertuples())
     else:
         assert retry.status == "buggy"
         assert not any("Data analysis" in _user_prompt(r) for r in others.itertuples())
@@ -137,4 +145,4 @@ def test_analysis_cut_by_the_deadline_is_run_once_on_resume(tmp_path: Path) -> N
     assert list(analyses.status) == ["killed", "ok"]  # re-proposed once, not twice
     later = rows[rows.operator != "analyze"]
     assert len(later) == 2
-    assert all("rows: 180" in _user_prompt(r) for r in later.itertuples())
+    assert all(_rows_seen(run) in _user_prompt(r) for r in later.itertuples())

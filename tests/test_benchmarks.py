@@ -168,7 +168,9 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bench")
     argv = ["--suite", "smoke", "--policies", "greedy,sela", "--baselines", "lgbm,optuna",
             "--seeds", "1", "--budget", "90s", "--baseline-budget", "2s", "--split-seed", "7",
-            "--llm", f"scripted:{SCRIPT}", "--out", str(out), "--max-nodes", "4"]
+            "--llm", f"scripted:{SCRIPT}", "--out", str(out), "--max-nodes", "4",
+            # The holdout and no engine work: the baseline root is then the lgbm baseline.
+            "--folds", "1", "--no-floor", "--no-ensemble"]
     assert run_main(argv) == 0
     return out
 

@@ -30,7 +30,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (tmp / "task.yaml").write_text(
         "data: train.csv\ntarget: y\nllm: scripted:replies.json\nnum_drafts: 2\n"
         "debug_prob: 1.0\nmax_nodes: 6\nexecutors: 1\nbudget: 5m\nquiet: true\n"
-        "exec_timeout: 120\nbaseline: false\n"
+        "exec_timeout: 120\nbaseline: false\nfloor: false\nensemble: false\n"
     )
     assert main(["--task", str(tmp / "task.yaml"), "--out", str(tmp / "runs")]) == 0
     (run,) = [p for p in (tmp / "runs").iterdir() if not p.name.startswith(".")]
@@ -75,7 +75,10 @@ def test_parquet_matches_journal_and_best(run_dir: Path) -> None:
     assert best is not None
     assert (run_dir / "best" / "solution.py").read_text() == best.code
     valid = pd.read_csv(run_dir / "best" / "submission" / "valid.csv")
-    assert len(valid) == len(pd.read_csv(run_dir / "task" / "valid.csv"))
+    folds = store.load_folds()  # 5 folds of train+valid: out-of-fold predictions of every row
+    assert folds is not None and folds.k == 5
+    assert len(valid) == len(folds.held_out) == len(pd.read_csv(run_dir / "task" / "train.csv")) \
+        + len(pd.read_csv(run_dir / "task" / "valid.csv"))
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["result"]["best_node"] == best.node_id
     assert manifest["result"]["best_test"] == tests[best.node_id]

@@ -52,7 +52,7 @@ def scripted_run(factory: pytest.TempPathFactory) -> Path:
         (tmp / "task.yaml").write_text(
             "data: train.csv\ntarget: y\nllm: scripted:replies.json\nnum_drafts: 2\n"
             "debug_prob: 1.0\nmax_nodes: 7\nexecutors: 1\nbudget: 5m\nquiet: true\n"
-            "exec_timeout: 120\n"
+            "exec_timeout: 120\nfloor: false\nensemble: false\n"
         )
         assert run_main(["--task", str(tmp / "task.yaml"), "--out", str(tmp / "runs")]) == 0
         (run,) = [p for p in (tmp / "runs").iterdir() if not p.name.startswith(".")]

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.predict import main, training_csv
+from engine.predict import main, training_sets
 from engine.store import RunStore
 from engine.task import PreparedTask
 from tests.test_outputs import scripted_run
@@ -73,8 +73,14 @@ def test_missing_and_extra_columns_are_named(run_dir: Path, task: PreparedTask,
 
 def test_refit_trains_on_train_and_valid(run_dir: Path, task: PreparedTask, new_rows: Path,
                                          tmp_path: Path) -> None:
-    both = pd.read_csv(io.BytesIO(training_csv(task, refit=True)))
+    folds = RunStore.open(run_dir).load_folds()
+    (only,) = training_sets(task, folds, refit=True)
+    both = pd.read_csv(io.BytesIO(only))
     assert len(both) == len(task.train) + len(task.valid_X)
+    per_fold = training_sets(task, folds, refit=False)  # the answer: one model per fold
+    assert folds is not None and len(per_fold) == folds.k
+    assert [len(pd.read_csv(io.BytesIO(b))) for b in per_fold] == [
+        len(folds.learn_rows(i)) for i in range(folds.k)]
     assert list(both.columns) == list(task.train.columns)
     assert np.allclose(both[task.target].tail(len(task.valid_y)), task.valid_y)
     plain, refit = tmp_path / "plain.csv", tmp_path / "refit.csv"

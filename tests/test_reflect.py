@@ -17,7 +17,7 @@ from operators.replies import clean_reflection
 from tests.helpers import make_data
 
 GENERIC = Path(__file__).parent / "data" / "scripted_reflect.json"
-POLICY = "num_drafts: 2\ndebug_prob: 1.0\n"  # a buggy draft is always debugged
+POLICY = "num_drafts: 2\ndebug_prob: 1.0\nfloor: false\nensemble: false\n"  # a buggy draft is always debugged
 
 
 def _user_prompt(prompt: str) -> str:

@@ -46,7 +46,7 @@ def test_a_sentence_runs_and_its_task_yaml_runs_again(
     sentence = ("forecast the outcome for data/sales.csv, minimise MAE, "
                 "predictions under 50 ms per row")
     argv = ["--task", sentence, "--llm", "scripted:llm.json", "--max-nodes", "2",
-            "--executors", "1", "--out", "runs", "--quiet"]
+            "--executors", "1", "--out", "runs", "--quiet", "--no-floor", "--no-ensemble"]
     assert main(argv) == 0
     shown = capsys.readouterr().out
     assert "target: y   (LLM)" in shown and "metric: mae   (request: 'MAE')" in shown
@@ -65,7 +65,7 @@ def test_a_sentence_runs_and_its_task_yaml_runs_again(
     # Again, from the written file, elsewhere: no request parsing, the same task.
     monkeypatch.chdir(tmp_path / "data")
     assert main(["--task", str(run / "task.yaml"), "--max-nodes", "1", "--out",
-                 str(tmp_path / "again"), "--quiet"]) == 0
+                 str(tmp_path / "again"), "--quiet", "--no-floor", "--no-ensemble"]) == 0
     rerun = _only_run(tmp_path / "again")
     again = json.loads((rerun / "manifest.json").read_text())
     assert (again["target"], again["metric"], again["data_hash"]) == (
@@ -114,7 +114,8 @@ def test_a_too_slow_node_is_not_best_and_the_summary_says_why(tmp_path: Path) ->
     (tmp_path / "llm.json").write_text(json.dumps({"draft": [SLOW_GOOD, LINEAR, NOSY]}))
     (tmp_path / "task.yaml").write_text(
         "data: train.csv\ntarget: y\nllm: scripted:llm.json\nnum_drafts: 3\nmax_nodes: 3\n"
-        "executors: 1\nbaseline: false\nquiet: true\nmax_predict_ms_per_row: 2\n")
+        "executors: 1\nbaseline: false\nquiet: true\nmax_predict_ms_per_row: 2\n"
+        "floor: false\nensemble: false\n")
     assert main(["--task", str(tmp_path / "task.yaml"), "--out", str(tmp_path / "runs")]) == 0
     run = _only_run(tmp_path / "runs")
     nodes = pd.read_parquet(run / "nodes").set_index("node_id")

@@ -72,7 +72,7 @@ def test_a_draft_asks_repairs_once_runs_and_is_scored(task: PreparedTask) -> Non
     first = step.next()
     assert isinstance(first, Generate) and first.prompt.tag == "draft"
     assert first.prompt.seed == 3 * 100_003 + 0 * 101 + 1  # run seed, journal size, request
-    assert step.next() == first  # asked again before a reply: the same request
+    assert step.next() is None  # each request is handed out once; nothing new until a reply
     step.on_reply(reply("I forgot the code."))
     repair = step.next()
     assert isinstance(repair, Generate) and len(repair.prompt.messages) == 4
@@ -80,9 +80,11 @@ def test_a_draft_asks_repairs_once_runs_and_is_scored(task: PreparedTask) -> Non
     step.on_reply(reply(GOOD))
     run = step.next()
     assert isinstance(run, Execute) and run.seconds == 300.0 and "def fit_predict" in run.code
+    assert run.folds == (0,)  # the holdout: one fold
     assert search.running == {code_hash(run.code): step.node_id}
-    step.on_started(300.0)
-    step.on_result(ran(task, [float(task.valid_y.mean())]), executor="exec-0", node_ip="1.2.3.4")
+    step.on_started(0, 300.0)
+    step.on_result(0, ran(task, [float(task.valid_y.mean())]), executor="exec-0",
+                   node_ip="1.2.3.4")
     done = step.next()
     assert isinstance(done, Done) and search.running == {}
     node = done.node
@@ -104,7 +106,7 @@ def test_a_second_reply_without_code_is_buggy_without_running(task: PreparedTask
     step.on_reply(reply("still no code"))
     done = step.next()
     assert isinstance(done, Done) and done.node.status is Status.BUGGY
-    assert done.result is None and "does not parse" in done.node.error
+    assert done.predictions is None and "does not parse" in done.node.error
 
 
 def test_reflection_comes_first_and_lands_in_the_code_prompt(task: PreparedTask) -> None:
@@ -154,16 +156,20 @@ def test_engine_written_steps_run_at_once(task: PreparedTask) -> None:
 def test_a_timeout_at_the_deadline_is_a_kill_and_a_bad_submission_is_buggy(
         task: PreparedTask) -> None:
     step = Step(Proposal(Operator.BASELINE), context(task))
-    step.on_started(12.0)  # the budget had 12 s left: less than the 300 s cap
-    step.on_result(ran(task, None, status="timeout"))
+    run = step.next()
+    assert isinstance(run, Execute)
+    step.on_started(run.folds[0], 12.0)  # the budget had 12 s left: less than the 300 s cap
+    step.on_result(run.folds[0], ran(task, None, status="timeout"))
     node = step.next()
     assert isinstance(node, Done)
     assert (node.node.status, node.node.error) == (Status.KILLED, DEADLINE_ERROR)
     short = Step(Proposal(Operator.BASELINE), context(task))
-    short.on_started(300.0)
+    (fold,) = short_folds = short.next().folds  # type: ignore[union-attr]
+    assert short_folds == (-1,)  # engine-written: every fold in one run
+    short.on_started(fold, 300.0)
     result = ran(task, [1.0])
-    short.on_result(ExecResult(**{**{f: getattr(result, f) for f in result.__slots__},
-                                  "valid_csv": b"prediction\n1\n"}))
+    short.on_result(fold, ExecResult(**{**{f: getattr(result, f) for f in result.__slots__},
+                                        "valid_csv": b"prediction\n1\n"}))
     done = short.next()
     assert isinstance(done, Done) and done.node.status is Status.BUGGY
     assert "rows; expected" in done.node.error and done.node.metric is None
@@ -175,7 +181,7 @@ def test_insights_are_ideas_nothing_runs(task: PreparedTask) -> None:
     assert isinstance(ask, Generate) and ask.prompt.tag == "insights"
     step.on_reply(reply('["add a ratio", "bin a column"]'))
     done = step.next()
-    assert isinstance(done, Done) and done.result is None
+    assert isinstance(done, Done) and done.predictions is None
     assert done.node.status is Status.OK and json.loads(done.node.plan) == [
         "add a ratio", "bin a column"]
 
@@ -188,8 +194,8 @@ def test_analysis_runs_with_a_shorter_cap_and_needs_a_printout(task: PreparedTas
     step.on_reply(reply("```python\ndf.shape\n```"))
     run = step.next()
     assert isinstance(run, Execute) and run.seconds == 120.0 and "_show(df.shape)" in run.code
-    step.on_started(run.seconds)
-    step.on_result(ran(task, None))
+    step.on_started(0, run.seconds)
+    step.on_result(0, ran(task, None))
     done = step.next()
     assert isinstance(done, Done)
     assert (done.node.status, done.node.error) == (Status.BUGGY,
@@ -202,3 +208,49 @@ def test_stale_proposals_name_nodes_never_stored(task: PreparedTask) -> None:
     assert search.stale(Proposal(Operator.DEBUG, "gone"))
     assert search.stale(Proposal(Operator.ENSEMBLE, "a", members=("a", "gone")))
     assert not search.stale(Proposal(Operator.DRAFT))
+
+
+def test_llm_code_runs_fold_zero_first_then_the_rest_and_fails_fast(task: PreparedTask) -> None:
+    from engine.folds import make_folds
+
+    folds = make_folds(task, 3, seed=0)
+
+    def fold_result(fold: int, status: str = "ok") -> ExecResult:
+        rows = len(folds.rows(fold))
+        valid = pd.DataFrame({"prediction": [float(task.valid_y.mean())] * rows})
+        test = pd.DataFrame({"prediction": [1.0] * len(task.test_X)})
+        return ExecResult(status, 0, "", "", 1.0, valid.to_csv(index=False).encode(),
+                          test.to_csv(index=False).encode(), "", "bwrap")
+
+    search = context(task, folds=folds)
+    step = Step(Proposal(Operator.DRAFT), search)
+    step.next()
+    step.on_reply(reply(GOOD))
+    first = step.next()
+    assert isinstance(first, Execute) and first.folds == (0,)
+    step.on_started(0, 300.0)
+    step.on_result(0, fold_result(0), executor="exec-0")
+    rest = step.next()
+    assert isinstance(rest, Execute) and rest.folds == (1, 2)
+    assert step.next() is None  # handed out: waits for their results
+    step.on_started(2, 300.0)
+    step.on_started(1, 300.0)
+    step.on_result(2, fold_result(2), executor="exec-1")
+    assert step.next() is None  # fold 1 still runs
+    step.on_result(1, fold_result(1), executor="exec-0")
+    done = step.next()
+    assert isinstance(done, Done) and done.node.status is Status.OK
+    assert done.predictions is not None and len(done.predictions.valid) == len(folds.fold_of)
+    assert [run[0] for run in json.loads(done.node.runs)] == [0, 1, 2]
+    assert done.node.exec_seconds == 3.0
+
+    failing = Step(Proposal(Operator.DRAFT), context(task, folds=folds))
+    failing.next()
+    failing.on_reply(reply(GOOD.replace("Ridge()", "Ridge(alpha=2.0)")))
+    failing.next()
+    failing.on_started(0, 300.0)
+    failing.on_result(0, ExecResult("buggy", 1, "", "KeyError: 'x'", 0.5, None, None,
+                                    "KeyError: 'x'", "bwrap"))
+    done = failing.next()
+    assert isinstance(done, Done) and done.node.status is Status.BUGGY
+    assert done.node.error == "KeyError: 'x'" and len(json.loads(done.node.runs)) == 1

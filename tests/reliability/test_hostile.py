@@ -118,7 +118,7 @@ def test_hostile_candidates_through_the_engine(tmp_path: Path,
     argv = ["--data", str(tmp_path / "train.csv"), "--target", "y", "--no-baseline",
             "--llm", f"scripted:{tmp_path / 'replies.json'}", "--max-nodes", str(n),
             "--executors", "2", "--exec-timeout", "6", "--budget", "4m", "--quiet",
-            "--out", str(out)]
+            "--no-floor", "--no-ensemble", "--folds", "1", "--out", str(out)]
     (tmp_path / "task.yaml").write_text(f"num_drafts: {n}\n")
     started = time.monotonic()
     assert main([*argv, "--task", str(tmp_path / "task.yaml")]) == 0

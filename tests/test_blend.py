@@ -1,0 +1,64 @@
+"""Ensemble selection (Caruana) and the combination of predictions: hand-checkable cases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from engine.blend import blend, select_weights
+from engine.scoring import combine_predictions, submission_metric
+from engine.task import PreparedTask, TaskSpec, prepare_task
+
+
+def make_task(tmp: Path, target: pd.Series, metric: str) -> PreparedTask:
+    frame = pd.DataFrame({"a": np.arange(len(target)), "y": target})
+    frame.to_csv(tmp / f"{metric}.csv", index=False)
+    return prepare_task(TaskSpec(tmp / f"{metric}.csv", "y", None, metric, ""))
+
+
+@pytest.fixture(scope="module")
+def regression(tmp_path_factory: pytest.TempPathFactory) -> PreparedTask:
+    rng = np.random.default_rng(0)
+    return make_task(tmp_path_factory.mktemp("blend"), pd.Series(rng.normal(size=200)), "rmse")
+
+
+def test_two_errors_that_cancel_are_both_picked(regression: PreparedTask) -> None:
+    truth = regression.valid_y.reset_index(drop=True)
+    up = pd.DataFrame({"prediction": truth + 1.0})
+    down = pd.DataFrame({"prediction": truth - 1.0})
+    noise = pd.DataFrame({"prediction": truth + np.random.default_rng(1).normal(0, 3, len(truth))})
+    weights = select_weights(regression, {"up": up, "noise": noise, "down": down}, truth)
+    assert weights["up"] == weights["down"] and "noise" not in weights
+    mixed = blend(regression, {"up": up, "down": down}, weights)
+    assert submission_metric(regression, mixed, truth) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_the_best_single_model_alone_when_nothing_helps(regression: PreparedTask) -> None:
+    truth = regression.valid_y.reset_index(drop=True)
+    good = pd.DataFrame({"prediction": truth + 0.1})
+    bad = pd.DataFrame({"prediction": truth + 2.0})
+    assert select_weights(regression, {"bad": bad, "good": good}, truth) == {"good": 1}
+    assert select_weights(regression, {}, truth) == {}
+
+
+def test_probabilities_average_and_labels_vote(tmp_path: Path) -> None:
+    labels = pd.Series(["a", "b", "c"] * 20)
+    task = make_task(tmp_path, labels, "log_loss")
+    rows = 3
+    first = pd.DataFrame({"prediction": ["a"] * rows, "proba_a": [0.8] * rows,
+                          "proba_b": [0.1] * rows, "proba_c": [0.1] * rows})
+    second = pd.DataFrame({"prediction": ["b"] * rows, "proba_a": [0.2] * rows,
+                           "proba_b": [0.7] * rows, "proba_c": [0.1] * rows})
+    mixed = combine_predictions(task, [first, second], [1, 3])
+    assert mixed["proba_a"].tolist() == pytest.approx([0.35] * rows)
+    assert mixed["proba_b"].tolist() == pytest.approx([0.55] * rows)
+    assert mixed["prediction"].tolist() == ["b"] * rows
+    only_labels = [pd.DataFrame({"prediction": ["a", "b", "c"]}),
+                   pd.DataFrame({"prediction": ["b", "b", "a"]}),
+                   pd.DataFrame({"prediction": ["c", "a", "a"]})]
+    assert combine_predictions(task, only_labels)["prediction"].tolist() == ["a", "b", "a"]
+    assert combine_predictions(task, only_labels, [1, 1, 3])["prediction"].tolist() == [
+        "c", "a", "a"]

@@ -1,0 +1,112 @@
+"""The floor: the engine's own work for idle executors, decided without any LLM; the real
+Optuna asks and is told; a resumed floor continues from the Journal."""
+
+from __future__ import annotations
+
+import json
+
+import optuna
+
+from search.families import FAMILIES, PORTFOLIO
+from search.floor import BASELINE_PARAMS, Floor, distributions, ensemble_candidates
+from search.journal import Journal
+from search.node import Node, Operator, Status
+from search.policy import Proposal
+from tests.helpers import make_node
+
+
+def finished(proposal: Proposal, node_id: str, step: int, metric: float | None) -> Node:
+    return Node(node_id=node_id, parent_id=proposal.parent_id, operator=proposal.operator,
+                status=Status.OK if metric is not None else Status.BUGGY, step=step,
+                hint=proposal.hint, metric=metric, metric_raw=metric,
+                code="# ---- model code (written by the LLM) ----\n" + node_id)
+
+
+def test_portfolio_first_then_trials_of_the_best_family() -> None:
+    floor, journal = Floor(seed=0, ensembles=False), Journal()
+    names = []
+    for step in range(len(PORTFOLIO)):
+        proposal = floor.propose(journal, {}, executor_free=True)
+        assert proposal is not None and proposal.operator is Operator.PORTFOLIO
+        names.append(proposal.idea)
+        # extra_trees does best: the trials go to it, with one in three for the runner-up
+        score = {"extra_trees": 0.9, "knn": 0.8}.get(proposal.idea, 0.5)
+        journal.add(finished(proposal, f"p{step}", step, score))
+    assert names == [name for name, _, _ in PORTFOLIO]
+    trials = []
+    for step in range(6):
+        proposal = floor.propose(journal, {}, executor_free=True)
+        assert proposal is not None and proposal.operator is Operator.TUNE
+        trials.append(proposal.family)
+        assert set(proposal.param_dict) == {d[0] for d in FAMILIES[proposal.family].space}
+        journal.add(finished(proposal, f"t{step}", 100 + step, 0.7))
+    assert trials == ["extra_trees", "extra_trees", "knn"] * 2
+
+
+def test_no_executor_no_work_and_nothing_when_turned_off() -> None:
+    assert Floor(seed=0).propose(Journal(), {}, executor_free=False) is None
+    off = Floor(seed=0, portfolio=False, tuning=False, ensembles=False)
+    assert off.propose(Journal(), {}, executor_free=True) is None
+
+
+def test_optuna_is_told_every_result_and_a_rebuilt_floor_knows_them() -> None:
+    floor, journal = Floor(seed=1, portfolio=False, ensembles=False), Journal()
+    baseline = Node(node_id="base", parent_id=None, operator=Operator.BASELINE,
+                    status=Status.OK, metric=-3.0, metric_raw=3.0)
+    journal.add(baseline)
+    for step in range(8):
+        proposal = floor.propose(journal, {}, executor_free=True)
+        assert proposal is not None and proposal.family == "lgbm"
+        metric = None if step == 2 else -2.0 - 0.1 * step
+        journal.add(finished(proposal, f"t{step}", step + 1, metric))
+    floor.propose(journal, {}, executor_free=False)  # the floor reads what finished
+    study = floor._study("lgbm")
+    states = [t.state for t in study.trials]
+    assert states.count(optuna.trial.TrialState.COMPLETE) == 8  # the baseline and 7 trials
+    assert states.count(optuna.trial.TrialState.FAIL) == 1
+    assert study.best_value == -2.0  # the first trial's
+    rebuilt = Floor(seed=1, portfolio=False, ensembles=False)
+    rebuilt.propose(journal, {}, executor_free=False)  # reads the Journal
+    assert [t.params for t in rebuilt._study("lgbm").trials] == [t.params for t in study.trials]
+
+
+def test_baseline_params_lie_in_the_lgbm_space() -> None:
+    space = distributions(FAMILIES["lgbm"].space)
+    assert set(BASELINE_PARAMS) == set(space)
+    for name, value in BASELINE_PARAMS.items():
+        assert space[name]._contains(space[name].to_internal_repr(value)), name
+    for name, family, params in PORTFOLIO:
+        space = distributions(FAMILIES[family].space)
+        assert set(params) == set(space), name
+        assert all(space[k]._contains(space[k].to_internal_repr(v)) for k, v in params.items())
+
+
+def test_ensembles_come_when_enough_new_candidates_arrived() -> None:
+    floor = Floor(seed=0, portfolio=False, tuning=False)
+    harnessed = "# ---- model code (written by the LLM) ----\n"
+    journal = Journal([make_node("a", metric=0.5, code=harnessed)])
+    assert floor.propose(journal, {}, executor_free=False) is None  # one candidate only
+    journal.add(make_node("b", metric=0.7, step=1, code=harnessed))
+    first = floor.propose(journal, {}, executor_free=False)
+    assert first is not None and first.operator is Operator.ENSEMBLE
+    assert first.members == ("b", "a") and first.parent_id == "b"
+    journal.add(Node(node_id="e", parent_id="b", operator=Operator.ENSEMBLE,
+                     status=Status.OK, hint=first.hint, metric=0.71, step=2))
+    for i in range(2):
+        journal.add(make_node(f"n{i}", metric=0.6, step=3 + i, code=harnessed))
+        assert floor.propose(journal, {}, executor_free=False) is None
+    journal.add(make_node("n2", metric=0.6, step=5, code=harnessed))
+    assert floor.propose(journal, {}, executor_free=False) is not None  # 3 new since
+    whole_script = make_node("w", metric=0.9, step=6, code="import pandas\n")
+    journal.add(whole_script)
+    assert "w" not in {n.node_id for n in ensemble_candidates(journal)}  # no model code
+
+
+def test_a_requeued_trial_from_an_earlier_start_is_a_plain_result() -> None:
+    proposal = Proposal(Operator.TUNE, None, 0.0, idea="lgbm trial 9", family="lgbm",
+                        params=tuple(sorted(BASELINE_PARAMS.items())))
+    assert json.loads(proposal.hint)["family"] == "lgbm"
+    assert Proposal.from_hint(Operator.TUNE, None, 0.0, proposal.hint) == proposal
+    floor = Floor(seed=0, portfolio=False)
+    floor.observe(finished(proposal, "late", 0, 0.4))
+    assert [t.value for t in floor._study("lgbm").trials] == [0.4]

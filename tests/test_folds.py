@@ -1,0 +1,112 @@
+"""Folds of train+valid: the rule for how many, every dev row held out once, no held-out label in
+a fold's inputs, the holdout as one fold; and the all-folds harness run for real in the sandbox,
+its out-of-fold predictions scored like fold-by-fold runs."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from engine.folds import (
+    FOLDS_FILE,
+    HOLDOUT,
+    all_folds_inputs,
+    dev_frame,
+    dev_labels,
+    fold_count,
+    fold_inputs,
+    make_folds,
+)
+from engine.scoring import read_stacked, read_submission, score_held_out
+from engine.task import PreparedTask, TaskSpec, prepare_task
+from operators.context import TaskContext
+from operators.harness import assemble, baseline_code
+from sandbox import Limits, run_script
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> PreparedTask:
+    rng = np.random.default_rng(0)
+    rows = 200
+    frame = pd.DataFrame({"a": rng.normal(size=rows), "b": rng.normal(size=rows),
+                          "c": rng.choice(["x", "y", "z"], rows)})
+    frame["label"] = np.where(frame.a + 0.3 * rng.normal(size=rows) > 0, "yes", "no")
+    path = tmp_path_factory.mktemp("folds") / "data.csv"
+    frame.to_csv(path, index=False)
+    return prepare_task(TaskSpec(path, "label", None, "roc_auc", ""))
+
+
+def test_the_rule_for_how_many_folds() -> None:
+    assert [fold_count(n) for n in (100, 20_000, 20_001, 100_000, 100_001)] == [5, 5, 3, 3, 1]
+    assert fold_count(50, 2) == 2 and fold_count(10**6, 5) == 5
+
+
+def test_every_dev_row_is_held_out_once_stratified(task: PreparedTask) -> None:
+    folds = make_folds(task, 5, seed=3)
+    n_dev = len(task.train) + len(task.valid_X)
+    assert folds.k == 5 and len(folds.fold_of) == n_dev
+    assert sorted(np.concatenate([folds.rows(i) for i in range(5)]).tolist()) == list(
+        range(n_dev))
+    assert np.array_equal(folds.held_out, np.arange(n_dev))
+    labels = dev_labels(task).astype(str).to_numpy()
+    overall = np.mean(labels == "yes")
+    for i in range(5):
+        assert abs(np.mean(labels[folds.rows(i)] == "yes") - overall) < 0.06
+    again = make_folds(task, 5, seed=3)
+    assert np.array_equal(again.fold_of, folds.fold_of)
+    assert not np.array_equal(make_folds(task, 5, seed=4).fold_of, folds.fold_of)
+
+
+def test_a_folds_inputs_hold_no_label_of_its_rows(task: PreparedTask) -> None:
+    folds = make_folds(task, 5, seed=0)
+    dev = dev_frame(task)
+    files = fold_inputs(task, folds, 2)
+    learn = pd.read_csv(io.BytesIO(files["train.csv"]))
+    held = pd.read_csv(io.BytesIO(files["valid.csv"]))
+    assert "label" not in held.columns and len(held) == len(folds.rows(2))
+    assert len(learn) == len(dev) - len(held) and "label" in learn.columns
+    assert np.allclose(held["a"], dev["a"].iloc[folds.rows(2)])
+    assert np.allclose(learn["a"], dev["a"].iloc[folds.learn_rows(2)])
+    assert files["test.csv"] == task.split_files["test.csv"]
+    assert FOLDS_FILE not in files  # only engine-written code gets every fold at once
+
+
+def test_the_holdout_is_one_fold_train_to_valid(task: PreparedTask) -> None:
+    folds = make_folds(task, HOLDOUT)
+    assert folds.k == 1 and len(folds.held_out) == len(task.valid_X)
+    assert (folds.fold_of[: len(task.train)] == -1).all()
+    assert fold_inputs(task, folds, 0) == task.inputs()
+    assert folds.to_json() == type(folds).from_json(folds.to_json()).to_json()
+
+
+def test_all_folds_run_scores_like_fold_by_fold_runs(task: PreparedTask, tmp_path: Path) -> None:
+    """The engine's all-folds harness, run for real, gives the same out-of-fold predictions
+    and score as five separate runs of the same model code."""
+    folds = make_folds(task, 5, seed=0)
+    ctx = TaskContext(preview="", target="label", task_type="binary", metric="roc_auc",
+                      maximize=True, labels=task.labels, needs_proba=True)
+    model = baseline_code(ctx)
+    limits = Limits(wall_seconds=120)
+    together = run_script(assemble(ctx, model, all_folds=True), all_folds_inputs(task, folds),
+                          limits)
+    assert together.status == "ok", together.stderr_tail
+    held = folds.held_out
+    truth = dev_labels(task).iloc[held]
+    tests = read_stacked(task, together.test_csv, "test", len(task.test_X), 5)
+    one = score_held_out(task, truth, [read_submission(task, together.valid_csv, "valid",
+                                                       len(held))], [held], tests)
+    valid, test_parts, rows = [], [], []
+    for fold in range(5):
+        result = run_script(assemble(ctx, model), fold_inputs(task, folds, fold), limits)
+        assert result.status == "ok", result.stderr_tail
+        valid.append(read_submission(task, result.valid_csv, "valid", len(folds.rows(fold))))
+        test_parts.append(read_submission(task, result.test_csv, "test"))
+        rows.append(folds.rows(fold))
+    apart = score_held_out(task, truth, valid, rows, test_parts)
+    assert one.valid_raw == pytest.approx(apart.valid_raw)
+    assert one.test_raw == pytest.approx(apart.test_raw)
+    assert 0.5 < one.valid_raw <= 1.0
