@@ -15,7 +15,8 @@ test labels; probabilities go in as `proba_<label>` columns, so the scorer match
 labels by name whatever order a library keeps its classes in. `lgbm` and `optuna` fit the
 features of the harness's own `prepare()` (its source is run here, not copied), as the engine's
 LightGBM root does; AutoGluon and FLAML take the raw frames, as a user hands them over. `seconds`
-is each one's real wall time, fit and predict: a library that overruns its budget shows it.
+is each one's real wall time, measured by the runner around the whole call (fit, predict,
+score): a library that overruns its budget shows it.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class BaselineResult:
     # AutoGluon, FLAML: their internal validation), raw metric; None where there is none
     test: float  # raw metric on the hidden test labels, by the engine's scorer
     params: dict[str, Any]
-    seconds: float  # wall time, fit and predict
+    seconds: float  # wall time, fit and predict (the runner records its own, around the call)
     fits: int  # configurations tried
     curve: list[tuple[float, float]] = field(default_factory=list)  # (seconds, valid raw)
 

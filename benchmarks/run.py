@@ -34,6 +34,7 @@ import csv
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -240,7 +241,9 @@ def _run_baseline(job: Job, dataset: Dataset, settings: Settings, out: Path, dat
     metric = dataset.metric(settings.protocol)
     task = prepare_task(TaskSpec(data, dataset.target, test, metric), seed=settings.split_seed)
     folder = job.folder(out)
-    folder.mkdir(parents=True, exist_ok=True)
+    if folder.exists():  # what a failed or stopped fit left (a half-saved predictor): start anew
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
     started = time.time()
     result = BASELINES[job.method](task, settings.baseline_budget, job.seed, folder)
     seconds = time.time() - started  # the wall time, whatever the library says it spent

