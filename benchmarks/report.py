@@ -203,7 +203,7 @@ def _suite(rows: pd.DataFrame, column: str, default: Any) -> list[str]:
 def fairness(rows: pd.DataFrame, res: Results, source: str) -> list[str]:
     """The header: what the rows are and the one rule every method ran under."""
     protocols = _suite(rows, "protocol", "sela")
-    folds = _suite(rows, "folds", 1)
+    folds = _suite(rows, "outer_folds", 1)
     cores = _suite(rows, "cores", "?")
     seeds = sorted({int(s) for s in rows.seed})
     budgets = []
@@ -219,8 +219,9 @@ def fairness(rows: pd.DataFrame, res: Results, source: str) -> list[str]:
         f"{', '.join(protocols)} ({'; '.join(PROTOCOL_TEXT.get(p, p) for p in protocols)}); "
         f"{split}.", "",
         "**Fairness rule.** Every method learns from the same rows, everything but the test "
-        "split (the engine's train + valid: a search fits on train and chooses on valid, every "
-        "baseline fits on both), within the same wall-clock budget ("
+        "split (the engine's train + valid: a search learns from and scores its candidates on "
+        "them as its `--folds` says, every baseline fits on all of them), within the same "
+        "wall-clock budget ("
         f"{', '.join(budgets)}), on all the machine's cores ({', '.join(cores)}); every test "
         "score comes from one scorer (`engine.scoring`) on test labels no "
         "method saw. Searches and `lgbm`/`optuna` see the features of the harness's "

@@ -2,13 +2,13 @@
 
     python -m benchmarks.run --suite lite --policies greedy,mcts,sela \\
         --baselines lgbm,optuna,autogluon,flaml --seeds 3 --budget 10m [--protocol amlb|sela] \\
-        [--folds N] [--llm SPEC] [--address auto] [--out DIR] [ENGINE FLAGS...]
+        [--outer-folds N] [--llm SPEC] [--address auto] [--out DIR] [ENGINE FLAGS...]
 
 A policy is one `engine.run` search with `--policy NAME --seed S --metric M`; a baseline is
 fitted here (`benchmarks.baselines`). The protocol names the metric of each task type (`sela`:
 F1, weighted F1, RMSE; `amlb`: ROC AUC, log loss, RMSE), the same for every method. Folds: with
-`--folds 1` (the default) each task has the engine's own split (`--split-seed`, test 20 %); with
-`--folds N` the rows are cut into N outer folds (stratified for classes, seeded by
+`--outer-folds 1` (the default) each task has the engine's own split (`--split-seed`, test 20 %);
+with `--outer-folds N` the rows are cut into N outer folds (stratified for classes, seeded by
 `--split-seed`), and fold F's rows are the test split of fold F, given to the engine as `--test`
 (it splits the rest into train and valid as usual), as AMLB's 10-fold protocol does. Seeds vary
 the search only (policy, LLM sampling, library seeds), as SELA keeps its splits fixed; so every
@@ -55,14 +55,14 @@ from search.policy import available
 
 RESULTS = "results.parquet"
 COLUMNS = (
-    "task", "task_type", "metric", "method", "kind", "seed", "protocol", "fold", "folds",
+    "task", "task_type", "metric", "method", "kind", "seed", "protocol", "fold", "outer_folds",
     "split_seed", "status", "error", "valid", "test", "nodes", "ok_nodes", "prompt_tokens",
     "completion_tokens", "seconds", "budget", "cores", "best_operator", "run_dir", "data_hash",
     "started_at", "finished_at",
 )
 # What one OUT holds one of (a row without them was written before they were recorded: sela,
 # the engine's own split).
-SUITE_KEYS = {"protocol": "sela", "folds": 1, "split_seed": 0}
+SUITE_KEYS = {"protocol": "sela", "outer_folds": 1, "split_seed": 0}
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ class Settings:
     address: str | None
     engine_args: tuple[str, ...]
     protocol: str = "sela"
-    folds: int = 1
+    outer_folds: int = 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--protocol", default="sela",
                    help="metrics per task type: sela (F1, weighted F1, RMSE) or amlb (ROC AUC, "
                         "log loss, RMSE) (default sela)")
-    p.add_argument("--folds", type=int, default=1,
+    # Not --folds: that engine flag (cross-validation folds inside a search) passes through.
+    p.add_argument("--outer-folds", type=int, default=1,
                    help="outer folds per task, each a different test split (AMLB uses 10); "
                         "1: the engine's own split (default 1)")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per task and method")
@@ -181,7 +182,7 @@ def run_job(job: Job, dataset: Dataset, settings: Settings, out: Path) -> dict[s
     started = time.time()
     base = {"task": job.task, "task_type": dataset.task_type, "method": job.method,
             "kind": job.kind, "seed": job.seed, "protocol": settings.protocol, "fold": job.fold,
-            "folds": settings.folds, "split_seed": settings.split_seed,
+            "outer_folds": settings.outer_folds, "split_seed": settings.split_seed,
             "metric": dataset.metric(settings.protocol), "cores": os.cpu_count(),
             "started_at": started}
     try:
@@ -204,7 +205,7 @@ def fold_files(dataset: Dataset, fold: int, settings: Settings, out: Path) -> tu
 
     Rows are copied as the CSV's own fields (no parsing into numbers and back), stratified by the
     target's text for classes; the folds are a function of the file and `--split-seed` alone."""
-    if settings.folds == 1:
+    if settings.outer_folds == 1:
         return dataset.path, None
     folder = out / "folds" / dataset.name / f"fold{fold}"
     data, test = folder / dataset.file, folder / f"test-{dataset.file}"
@@ -213,7 +214,7 @@ def fold_files(dataset: Dataset, fold: int, settings: Settings, out: Path) -> tu
     with dataset.path.open(newline="", encoding="utf-8") as handle:
         header, *rows = list(csv.reader(handle))
     target = [row[header.index(dataset.target)] for row in rows]
-    held_out = set(outer_folds(target, dataset.task_type != "regression", settings.folds,
+    held_out = set(outer_folds(target, dataset.task_type != "regression", settings.outer_folds,
                                settings.split_seed)[fold].tolist())
     folder.mkdir(parents=True, exist_ok=True)
     for path, keep in ((data, False), (test, True)):
@@ -230,7 +231,7 @@ def outer_folds(target: list[str], classes: bool, folds: int, seed: int) -> list
     from sklearn.model_selection import KFold, StratifiedKFold
 
     if folds > len(target):
-        raise UserError(f"bad --folds {folds}: a task has only {len(target)} rows")
+        raise UserError(f"bad --outer-folds {folds}: a task has only {len(target)} rows")
     split = (StratifiedKFold(folds, shuffle=True, random_state=seed).split(target, target)
              if classes else KFold(folds, shuffle=True, random_state=seed).split(target))
     return [test for _, test in split]
@@ -354,7 +355,7 @@ def load_results(path: Path) -> pd.DataFrame:
 def check_same_suite(results: pd.DataFrame, settings: Settings, path: Path) -> None:
     """One results file holds one protocol, fold count and split seed: rows of another would be
     skipped as done, or mixed into one report."""
-    wanted = {"protocol": settings.protocol, "folds": settings.folds,
+    wanted = {"protocol": settings.protocol, "outer_folds": settings.outer_folds,
               "split_seed": settings.split_seed}
     for key, value in wanted.items():
         found = sorted({str(v) for v in results[key]} - {str(value)})
@@ -450,8 +451,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.protocol not in PROTOCOLS:
             raise UserError(f"unknown --protocol {args.protocol}; choose from "
                             f"{', '.join(PROTOCOLS)}")
-        if args.folds < 1:
-            raise UserError(f"bad --folds {args.folds}: it must be at least 1")
+        if args.outer_folds < 1:
+            raise UserError(f"bad --outer-folds {args.outer_folds}: it must be at least 1")
         if not policies and not baselines:
             raise UserError("nothing to run: give --policies and/or --baselines")
         check_engine_args(extra)
@@ -461,9 +462,9 @@ def main(argv: list[str] | None = None) -> int:
             baseline_budget=parse_budget(args.baseline_budget) if args.baseline_budget else budget,
             split_seed=args.split_seed, llm=args.llm, executors=args.executors,
             address=args.address, engine_args=tuple(extra), protocol=args.protocol,
-            folds=args.folds,
+            outer_folds=args.outer_folds,
         )
-        jobs = plan_jobs(datasets, policies, baselines, args.seeds, args.folds)
+        jobs = plan_jobs(datasets, policies, baselines, args.seeds, args.outer_folds)
         results = run_suite(jobs, {d.name: d for d in datasets}, settings, args.out,
                             args.parallel)
     except EngineError as exc:
