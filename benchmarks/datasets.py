@@ -3,7 +3,8 @@
 Each folder holds one CSV (cleaned as its SOURCE.txt's last line says) and the SOURCE.txt with
 origin, licence and attribution. Metrics follow the two benchmark traditions we compare with:
 SELA scores F1 (binary), weighted F1 (multiclass) and RMSE (regression); AMLB scores ROC-AUC,
-log-loss and RMSE. Searches optimise the SELA metric, which is also the engine's default.
+log-loss and RMSE; `benchmarks.run --protocol` picks one for every method (the SELA metrics are
+also the engine's defaults).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ DATA = Path(__file__).parent / "data"
 
 SELA_METRIC = {"binary": "f1", "multiclass": "f1_weighted", "regression": "rmse"}
 AMLB_METRIC = {"binary": "roc_auc", "multiclass": "log_loss", "regression": "rmse"}
+PROTOCOLS = {"sela": SELA_METRIC, "amlb": AMLB_METRIC}
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,9 @@ class Dataset:
     @property
     def amlb_metric(self) -> str:
         return AMLB_METRIC[self.task_type]
+
+    def metric(self, protocol: str) -> str:
+        return PROTOCOLS[protocol][self.task_type]
 
 
 REGISTRY: dict[str, Dataset] = {

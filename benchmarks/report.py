@@ -2,13 +2,15 @@
 
     python -m benchmarks.report runs/bench/results.parquet -o benchmarks/report.md
 
-Per task and method: the test score's mean ± sd over seeds; SELA's normalised score (NS: F1 or
-weighted F1 as it is, 1/(1+RMSE) for RMSE); because NS is nearly flat for targets on a large
-scale, also the test score relative to LightGBM with default settings on the same split; the
-average rank of each method (ranked per task on the mean test score, ties averaged);
-wins / ties / losses of every method against sela; and best-valid-score-over-time curves read
-from the runs' node Parquet (or the baselines' result.json). Only rows with status ok count;
-failed ones are listed at the end.
+The header states the fairness rule every method ran under. Per task and method: the test
+score's mean ± sd over outer folds and seeds; under the sela protocol SELA's normalised score
+(NS: F1 or weighted F1 as it is, 1/(1+RMSE) for RMSE); the test score relative to LightGBM with
+default settings on the same split (NS is nearly flat for targets on a large scale); the average
+rank of each method (ranked per task on the mean test score, ties averaged); wins / ties /
+losses of every method against autogluon, optuna and sela (those present); each method's wall
+time against its budget; figures of each run's test score per task, of the scores relative to
+LightGBM and of the best valid score over time (the runs' node Parquet, or the baselines'
+result.json). Only rows with status ok count; failed ones are listed at the end.
 """
 
 from __future__ import annotations
@@ -28,8 +30,15 @@ from engine.store import RunStore
 from search.errors import EngineError, UserError, exit_code
 from search.metric import METRICS, normalised_score
 
-REFERENCE = "sela"  # the method every other one is counted against (wins / ties / losses)
+REFERENCE = "sela"  # the default method others are counted against (wins / ties / losses)
+# Every method is counted against each of these that ran: the peer a user would pick instead,
+# the tuned LightGBM they would write, and SELA's policy.
+REFERENCES = ("autogluon", "optuna", REFERENCE)
 LGBM = "lgbm"
+PROTOCOL_TEXT = {"sela": "SELA's metrics: F1 (binary), weighted F1 (multiclass), RMSE "
+                         "(regression)",
+                 "amlb": "AMLB's metrics: ROC AUC (binary), log loss (multiclass), RMSE "
+                         "(regression)"}
 
 
 # ---- arithmetic (pure, tested on hand-made numbers) ------------------------------------------
@@ -121,8 +130,9 @@ class Results:
     methods: list[str]  # policies first, then baselines
     metric: dict[str, str]
     maximize: dict[str, bool]
-    tests: dict[tuple[str, str], list[float]]
-    budget: float
+    tests: dict[tuple[str, str], list[float]]  # over folds and seeds
+    budget: float  # of the searches (0 without any)
+    baseline_budget: float  # of the baselines (0 without any)
 
     @classmethod
     def of(cls, rows: pd.DataFrame) -> Results:
@@ -131,7 +141,7 @@ class Results:
         baselines: list[str] = []
         metric: dict[str, str] = {}
         tests: dict[tuple[str, str], list[float]] = {}
-        budget = 0.0
+        budgets = {"policy": 0.0, "baseline": 0.0}
         for row in rows.to_dict("records"):
             task, method = str(row["task"]), str(row["method"])
             if task not in tasks:
@@ -141,10 +151,10 @@ class Results:
                 kind.append(method)
             metric[task] = str(row["metric"])
             tests.setdefault((task, method), []).append(float(row["test"]))
-            if row["kind"] == "policy":
-                budget = max(budget, float(row["budget"]))
+            budgets[str(row["kind"])] = max(budgets[str(row["kind"])], float(row["budget"]))
         maximize = {t: METRICS[m].maximize if m in METRICS else True for t, m in metric.items()}
-        return cls(tasks, policies + baselines, metric, maximize, tests, budget)
+        return cls(tasks, policies + baselines, metric, maximize, tests, budgets["policy"],
+                   budgets["baseline"])
 
     def table(self, how: Callable[[list[float]], float]) -> Table:
         out: Table = {}
@@ -184,22 +194,51 @@ def relative_table(res: Results, means: Table) -> dict[str, dict[str, float | No
             for t in res.tasks if LGBM in means[t]}
 
 
+def _suite(rows: pd.DataFrame, column: str, default: Any) -> list[str]:
+    """The distinct values of a suite-wide column (rows written before it existed: `default`)."""
+    values = rows[column] if column in rows else pd.Series([default] * len(rows))
+    return sorted({str(default if pd.isna(v) else v) for v in values})
+
+
+def fairness(rows: pd.DataFrame, res: Results, source: str) -> list[str]:
+    """The header: what the rows are and the one rule every method ran under."""
+    protocols = _suite(rows, "protocol", "sela")
+    folds = _suite(rows, "outer_folds", 1)
+    cores = _suite(rows, "cores", "?")
+    seeds = sorted({int(s) for s in rows.seed})
+    budgets = []
+    if res.budget:
+        budgets.append(f"{res.budget:g} s per search")
+    if res.baseline_budget:
+        budgets.append(f"{res.baseline_budget:g} s per baseline")
+    split = ("the engine's own split (test 20 %)" if folds == ["1"] else
+             f"{', '.join(folds)} outer folds (each fold's rows once the test split)")
+    return [
+        f"From `{source}`: {len(res.tasks)} tasks, "
+        f"methods {', '.join(res.methods)}, seeds {', '.join(map(str, seeds))}; protocol "
+        f"{', '.join(protocols)} ({'; '.join(PROTOCOL_TEXT.get(p, p) for p in protocols)}); "
+        f"{split}.", "",
+        "**Fairness rule.** Every method learns from the same rows, everything but the test "
+        "split (the engine's train + valid: a search learns from and scores its candidates on "
+        "them as its `--folds` says, every baseline fits on all of them), within the same "
+        "wall-clock budget ("
+        f"{', '.join(budgets)}), on all the machine's cores ({', '.join(cores)}); every test "
+        "score comes from one scorer (`engine.scoring`) on test labels no "
+        "method saw. Searches and `lgbm`/`optuna` see the features of the harness's "
+        "`prepare()`; `autogluon` and `flaml` the raw columns, as a user hands them over. "
+        "Seconds are measured wall time (a baseline: fit, predict and score): a library that "
+        "overruns its budget shows it under Wall time.", "",
+    ]
+
+
 def render(rows: pd.DataFrame, failed: pd.DataFrame, figures: dict[str, str],
            source: str) -> str:
     res = Results.of(rows)
     methods, tasks = res.methods, res.tasks
     means, sds = res.table(mean), res.table(sd)
     counts = res.table(lambda v: float(len(v)))
-    ns = {t: {m: mean([normalised_score(v, res.maximize[t]) for v in res.tests[(t, m)]])
-              for m in means[t]} for t in tasks}
-    seeds = sorted({int(s) for s in rows.seed})
-    lines = [
-        "# Benchmark report", "",
-        f"From `{source}`: {len(tasks)} tasks, methods {', '.join(methods)}, seeds "
-        f"{', '.join(map(str, seeds))}; search budget {res.budget:g} s per run. Test scores are "
-        "read after each run; no method saw them. Every method of a task saw the same split.", "",
-        "## Test score per task (mean ± sd over seeds)", "",
-    ]
+    lines = ["# Benchmark report", "", *fairness(rows, res, source),
+             "## Test score per task (mean ± sd over folds and seeds)", ""]
     body = []
     for task in tasks:
         arrow = "higher" if res.maximize[task] else "lower"
@@ -207,19 +246,23 @@ def render(rows: pd.DataFrame, failed: pd.DataFrame, figures: dict[str, str],
                  if m in means[task] else "n/a" for m in methods]
         body.append([task, f"{res.metric[task]} ({arrow} is better)", *cells])
     lines += _table(["task", "metric", *methods], body)
-    lines += ["", "(n) = seeds with a result.", "",
-              "## SELA normalised score (NS, test)", "",
-              "NS = F1 / weighted F1 as it is, 1/(1+RMSE) for RMSE; the mean over seeds of each "
-              "run's NS. Higher is better.", ""]
-    body = [[t, *(_fmt(ns[t].get(m)) for m in methods)] for t in tasks]
-    body.append(["**mean**", *(_fmt(_mean_of([ns[t][m] for t in tasks if m in ns[t]]))
-                               for m in methods)])
-    lines += _table(["task", *methods], body)
-    lines += ["", "## Test score relative to LightGBM with default settings", ""]
+    lines += ["", "(n) = runs with a result (folds × seeds).", ""]
+    if _suite(rows, "protocol", "sela") == ["sela"]:
+        ns = {t: {m: mean([normalised_score(v, res.maximize[t]) for v in res.tests[(t, m)]])
+                  for m in means[t]} for t in tasks}
+        lines += ["## SELA normalised score (NS, test)", "",
+                  "NS = F1 / weighted F1 as it is, 1/(1+RMSE) for RMSE; the mean over runs of "
+                  "each run's NS. Higher is better.", ""]
+        body = [[t, *(_fmt(ns[t].get(m)) for m in methods)] for t in tasks]
+        body.append(["**mean**", *(_fmt(_mean_of([ns[t][m] for t in tasks if m in ns[t]]))
+                                   for m in methods)])
+        lines += _table(["task", *methods], body)
+        lines.append("")
+    lines += ["## Test score relative to LightGBM with default settings", ""]
     rel = relative_table(res, means)
     if rel:
-        lines += ["Mean test score against the `lgbm` baseline's on the same split: +5 % = 5 % "
-                  "better (higher F1, lower RMSE).", ""]
+        lines += ["Mean test score against the `lgbm` baseline's on the same splits: +5 % = 5 % "
+                  "better (higher F1 or AUC, lower RMSE or log loss).", ""]
         body = [[t, *(_pct(rel[t].get(m)) for m in methods)] for t in rel]
         body.append(["**mean**", *(_pct(_mean_of([v for r in rel.values()
                                                   if (v := r.get(m)) is not None]))
@@ -234,32 +277,65 @@ def render(rows: pd.DataFrame, failed: pd.DataFrame, figures: dict[str, str],
     lines += _table(["method", "average rank", "tasks"],
                     [[m, f"{ranks[m][0]:.2f}", str(ranks[m][1])]
                      for m in sorted(methods, key=lambda m: ranks[m][0])])
-    lines += ["", f"## Wins / ties / losses against {REFERENCE}", ""]
-    if REFERENCE in methods:
-        wtl = wins_ties_losses(means, res.maximize)
-        lines += [f"Tasks on which a method's mean test score beats, ties or trails {REFERENCE}'s.",
-                  ""]
-        lines += _table(["method", "wins", "ties", "losses"],
-                        [[m, *map(str, wtl[m])] for m in methods if m in wtl])
-    else:
-        lines.append(f"No `{REFERENCE}` runs in these results: run with `--policies ...,sela`.")
+    for reference in REFERENCES:
+        if reference == REFERENCE and reference not in methods:
+            continue  # sela is counted against only when it ran; the peers are always asked for
+        lines += ["", f"## Wins / ties / losses against {reference}", ""]
+        if reference in methods:
+            wtl = wins_ties_losses(means, res.maximize, reference)
+            lines += [f"Tasks on which a method's mean test score beats, ties or trails "
+                      f"{reference}'s.", ""]
+            lines += _table(["method", "wins", "ties", "losses"],
+                            [[m, *map(str, wtl[m])] for m in methods if m in wtl])
+        else:
+            lines.append(f"No `{reference}` runs in these results: run with "
+                         f"`--baselines ...,{reference}`.")
+    lines += ["", "## Wall time", "",
+              "Measured seconds per run (a search: the engine's own count; a baseline: fit, "
+              "predict and score) against the budget it was given.", ""]
+    lines += _table(["method", "runs", "mean s", "max s", "budget s", "most over budget s"],
+                    wall_time(rows, res.methods))
     lines += ["", "## Figures", ""]
     lines += [f"![{title}]({name})" for title, name in figures.items()]
-    lines += ["", "## Runs", ""]
-    body = [[str(r["task"]), str(r["method"]), str(r["seed"]), _fmt(float(r["valid"])),
-             _fmt(float(r["test"])), f"{int(r['nodes'])} ({int(r['ok_nodes'])})",
+    lines += ["", "## Runs", "",
+              "valid: a search's best valid score; a baseline's own estimate (optuna: 5-fold "
+              "CV; autogluon, flaml: their internal validation; lgbm: none).", ""]
+    body = [[str(r["task"]), str(_int(r.get("fold"))), str(r["method"]), str(r["seed"]),
+             _fmt(_float(r["valid"])), _fmt(float(r["test"])),
+             f"{int(r['nodes'])} ({int(r['ok_nodes'])})",
              str(int(r["prompt_tokens"]) + int(r["completion_tokens"])),
              f"{float(r['seconds']):.0f}", str(r["best_operator"]), f"`{r['run_dir']}`"]
-            for r in rows.sort_values(["task", "method", "seed"]).to_dict("records")]
-    lines += _table(["task", "method", "seed", "valid", "test", "nodes (ok)", "tokens", "seconds",
-                     "best by", "run"], body)
+            for r in rows.assign(fold=rows.fold.fillna(0) if "fold" in rows else 0)
+            .sort_values(["task", "fold", "method", "seed"]).to_dict("records")]
+    lines += _table(["task", "fold", "method", "seed", "valid", "test", "nodes (ok)", "tokens",
+                     "seconds", "best by", "run"], body)
     if len(failed):
         lines += ["", "## Failed runs", ""]
-        lines += _table(["task", "method", "seed", "error"],
-                        [[str(r["task"]), str(r["method"]), str(r["seed"]),
-                          str(r["error"]).replace("|", "/")[:200]]
+        lines += _table(["task", "fold", "method", "seed", "error"],
+                        [[str(r["task"]), str(_int(r.get("fold"))), str(r["method"]),
+                          str(r["seed"]), str(r["error"]).replace("|", "/")[:200]]
                          for r in failed.to_dict("records")])
     return "\n".join(lines) + "\n"
+
+
+def wall_time(rows: pd.DataFrame, methods: list[str]) -> list[list[str]]:
+    """Per method: runs, mean and max seconds, the budget, and the largest overrun (0: none)."""
+    body = []
+    for method in methods:
+        part = rows[rows.method == method]
+        seconds, budget = part.seconds.astype(float), part.budget.astype(float)
+        over = max(0.0, float((seconds - budget).max()))
+        body.append([method, str(len(part)), f"{seconds.mean():.0f}", f"{seconds.max():.0f}",
+                     "/".join(f"{b:g}" for b in sorted(set(budget))), f"{over:.0f}"])
+    return body
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def _int(value: Any) -> int:
+    return 0 if value is None or pd.isna(value) else int(value)
 
 
 def _mean_of(values: list[float]) -> float | None:
@@ -326,6 +402,33 @@ def plot_curves(rows: pd.DataFrame, res: Results, path: Path) -> None:
     plt.close(fig)
 
 
+def plot_scores(rows: pd.DataFrame, res: Results, path: Path) -> None:
+    """Per task: each run's test score (dots: folds and seeds) and each method's mean (bar)."""
+    plt = _pyplot()
+    cols = min(3, len(res.tasks))
+    nrows = math.ceil(len(res.tasks) / cols)
+    width = max(5.0, 0.7 * len(res.methods))
+    fig, axes = plt.subplots(nrows, cols, figsize=(width * cols, 3.6 * nrows), squeeze=False)
+    colours = [plt.get_cmap("tab10")(i % 10) for i in range(len(res.methods))]
+    for ax, task in zip(axes.flat, res.tasks, strict=False):
+        shown = [(i, m) for i, m in enumerate(res.methods) if (task, m) in res.tests]
+        for i, method in shown:
+            values = res.tests[(task, method)]
+            ax.hlines(mean(values), i - 0.35, i + 0.35, color=colours[i], linewidth=2.5)
+            ax.scatter([i] * len(values), values, color=colours[i], s=14, zorder=3)
+        ax.set_xticks([i for i, _ in shown])
+        ax.set_xticklabels([m for _, m in shown], rotation=30, fontsize=8)
+        arrow = "higher" if res.maximize[task] else "lower"
+        ax.set_title(task)
+        ax.set_ylabel(f"test {res.metric[task]} ({arrow} is better)")
+        ax.ticklabel_format(axis="y", useOffset=False)
+    for ax in list(axes.flat)[len(res.tasks):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 def plot_relative(res: Results, path: Path) -> bool:
     """Bars: each method's mean test score relative to lgbm's, per task; False without lgbm."""
     rel = relative_table(res, res.table(mean))
@@ -363,9 +466,12 @@ def write_report(results: Path, out: Path) -> Path:
     res = Results.of(rows)
     out.parent.mkdir(parents=True, exist_ok=True)
     figures = {}
+    scores = out.with_name(f"{out.stem}-scores.png")
+    plot_scores(rows, res, scores)
+    figures["test score per task: each run a dot, each method's mean a bar"] = scores.name
     curves = out.with_name(f"{out.stem}-curves.png")
     plot_curves(rows, res, curves)
-    figures["best valid score over time"] = curves.name
+    figures["best valid score over time (baselines: their own validation)"] = curves.name
     relative = out.with_name(f"{out.stem}-relative.png")
     if plot_relative(res, relative):
         figures["test score relative to LightGBM default"] = relative.name

@@ -1,18 +1,26 @@
-"""Benchmark suite runner: every (task, method, seed) once, one Parquet row each.
+"""Benchmark suite runner: every (task, fold, method, seed) once, one Parquet row each.
 
-    python -m benchmarks.run --suite lite --policies greedy,mcts,sela --baselines lgbm,optuna \\
-        --seeds 3 --budget 10m [--llm SPEC] [--address auto] [--out DIR] [ENGINE FLAGS...]
+    python -m benchmarks.run --suite lite --policies greedy,mcts,sela \\
+        --baselines lgbm,optuna,autogluon,flaml --seeds 3 --budget 10m [--protocol amlb|sela] \\
+        [--outer-folds N] [--llm SPEC] [--address auto] [--out DIR] [ENGINE FLAGS...]
 
-A policy is one `engine.run` search with `--policy NAME --seed S`; a baseline is fitted here
-(`benchmarks.baselines`). Seeds: the split is fixed per task (`--split-seed`, default 0, the
-engine's `--split-seed`) and the seed varies the search only (policy, LLM sampling, LightGBM and
-Optuna seeds), as SELA keeps its splits fixed; so every method and seed sees byte-identical data
-(`data_hash` in each row). Baselines get the same wall-clock budget (`--baseline-budget` to
-change it). Unknown flags go to every engine run (e.g. `--max-nodes 20`).
+A policy is one `engine.run` search with `--policy NAME --seed S --metric M`; a baseline is
+fitted here (`benchmarks.baselines`). The protocol names the metric of each task type (`sela`:
+F1, weighted F1, RMSE; `amlb`: ROC AUC, log loss, RMSE), the same for every method. Folds: with
+`--outer-folds 1` (the default) each task has the engine's own split (`--split-seed`, test 20 %);
+with `--outer-folds N` the rows are cut into N outer folds (stratified for classes, seeded by
+`--split-seed`), and fold F's rows are the test split of fold F, given to the engine as `--test`
+(it splits the rest into train and valid as usual), as AMLB's 10-fold protocol does. Seeds vary
+the search only (policy, LLM sampling, library seeds), as SELA keeps its splits fixed; so every
+method and seed of a fold sees byte-identical data (`data_hash` in each row). Baselines get the
+same wall-clock budget (`--baseline-budget` to change it) and learn from the same rows (train +
+valid). Unknown flags go to every engine run (e.g. `--max-nodes 20`).
 
-Rows go to OUT/results.parquet (rewritten whole after each job, by rename), run directories stay
-under OUT/runs/<task>/<method>/seed<S>/. Rerunning the same command skips rows already there with
-status ok, and measures a finished run directory instead of searching again. With `--address`
+Rows go to OUT/results.parquet (rewritten whole after each job, by rename), fold files to
+OUT/folds/<task>/fold<F>/, run directories to OUT/runs/<task>/fold<F>/<method>/seed<S>/. One OUT
+holds one protocol, fold count and split seed: a command that names others is refused. Rerunning
+the same command skips rows already there with status ok, and measures a finished run directory
+instead of searching again. With `--address`
 the jobs run as Ray tasks on that cluster, `--parallel` at a time (engine runs as subprocesses
 joining the cluster; OUT must be on storage every node can write for their directories to
 gather in one place — the rows come back either way). Locally they run one after another.
@@ -22,9 +30,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -36,7 +46,7 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.baselines import BASELINES
-from benchmarks.datasets import Dataset, suite
+from benchmarks.datasets import PROTOCOLS, Dataset, suite
 from engine.config import parse_budget
 from engine.store import RunStore
 from engine.task import TaskSpec, prepare_task
@@ -45,10 +55,14 @@ from search.policy import available
 
 RESULTS = "results.parquet"
 COLUMNS = (
-    "task", "task_type", "metric", "method", "kind", "seed", "split_seed", "status", "error",
-    "valid", "test", "nodes", "ok_nodes", "prompt_tokens", "completion_tokens", "seconds",
-    "budget", "best_operator", "run_dir", "data_hash", "started_at", "finished_at",
+    "task", "task_type", "metric", "method", "kind", "seed", "protocol", "fold", "outer_folds",
+    "split_seed", "status", "error", "valid", "test", "nodes", "ok_nodes", "prompt_tokens",
+    "completion_tokens", "seconds", "budget", "cores", "best_operator", "run_dir", "data_hash",
+    "started_at", "finished_at",
 )
+# What one OUT holds one of (a row without them was written before they were recorded: sela,
+# the engine's own split).
+SUITE_KEYS = {"protocol": "sela", "outer_folds": 1, "split_seed": 0}
 
 
 @dataclass(frozen=True)
@@ -57,13 +71,14 @@ class Job:
     method: str
     kind: str  # "policy" | "baseline"
     seed: int
+    fold: int = 0
 
     @property
-    def key(self) -> tuple[str, str, int]:
-        return (self.task, self.method, self.seed)
+    def key(self) -> tuple[str, str, int, int]:
+        return (self.task, self.method, self.seed, self.fold)
 
     def folder(self, out: Path) -> Path:
-        return out / "runs" / self.task / self.method / f"seed{self.seed}"
+        return out / "runs" / self.task / f"fold{self.fold}" / self.method / f"seed{self.seed}"
 
 
 @dataclass(frozen=True)
@@ -75,6 +90,8 @@ class Settings:
     executors: int
     address: str | None
     engine_args: tuple[str, ...]
+    protocol: str = "sela"
+    outer_folds: int = 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,12 +106,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated search policies; empty for none "
                         "(default greedy,mcts,sela)")
     p.add_argument("--baselines", default="lgbm,optuna",
-                   help="comma-separated non-LLM baselines: lgbm, optuna; empty for none "
-                        "(default lgbm,optuna)")
+                   help="comma-separated non-LLM baselines: lgbm, optuna, autogluon, flaml "
+                        "(the last two need the bench extra); empty for none (default "
+                        "lgbm,optuna)")
+    p.add_argument("--protocol", default="sela",
+                   help="metrics per task type: sela (F1, weighted F1, RMSE) or amlb (ROC AUC, "
+                        "log loss, RMSE) (default sela)")
+    # Not --folds: that engine flag (cross-validation folds inside a search) passes through.
+    p.add_argument("--outer-folds", type=int, default=1,
+                   help="outer folds per task, each a different test split (AMLB uses 10); "
+                        "1: the engine's own split (default 1)")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per task and method")
     p.add_argument("--budget", default="10m", help="wall-clock budget per search (default 10m)")
     p.add_argument("--baseline-budget",
-                   help="wall-clock budget of the optuna baseline (default: --budget)")
+                   help="wall-clock budget of each baseline (default: --budget)")
     p.add_argument("--split-seed", type=int, default=0,
                    help="seed of every task's train/valid/test split (default 0)")
     p.add_argument("--llm", default="llama", help="LLM spec for the searches (default llama)")
@@ -110,16 +135,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def plan_jobs(datasets: list[Dataset], policies: list[str], baselines: list[str],
-              seeds: int) -> list[Job]:
-    """Seed-major, so a stopped suite has every method's first seed before any second."""
-    return [Job(d.name, m, kind, s) for s in range(seeds) for d in datasets
-            for kind, methods in (("baseline", baselines), ("policy", policies))
+              seeds: int, folds: int = 1) -> list[Job]:
+    """Seed-major, then fold-major, so a stopped suite has every method's first seed and fold
+    before any second."""
+    return [Job(d.name, m, kind, s, f) for s in range(seeds) for f in range(folds)
+            for d in datasets for kind, methods in (("baseline", baselines), ("policy", policies))
             for m in methods]
 
 
 # Flags the runner sets on every engine run itself; passing them as extra flags is an error.
 MANAGED = ("--data", "--target", "--test", "--task", "--resume", "--policy", "--seed",
-           "--split-seed", "--budget", "--llm", "--executors", "--out", "--address")
+           "--split-seed", "--budget", "--llm", "--executors", "--out", "--address", "--metric")
 
 
 def check_engine_args(extra: list[str]) -> None:
@@ -155,50 +181,107 @@ def run_job(job: Job, dataset: Dataset, settings: Settings, out: Path) -> dict[s
     """Run one job and return its row; a failure is a row with status `failed`."""
     started = time.time()
     base = {"task": job.task, "task_type": dataset.task_type, "method": job.method,
-            "kind": job.kind, "seed": job.seed, "split_seed": settings.split_seed,
+            "kind": job.kind, "seed": job.seed, "protocol": settings.protocol, "fold": job.fold,
+            "outer_folds": settings.outer_folds, "split_seed": settings.split_seed,
+            "metric": dataset.metric(settings.protocol), "cores": os.cpu_count(),
             "started_at": started}
     try:
+        data, test = fold_files(dataset, job.fold, settings, out)
         if job.kind == "baseline":
-            row = _run_baseline(job, dataset, settings, out)
+            row = _run_baseline(job, dataset, settings, out, data, test)
         else:
-            row = _run_policy(job, dataset, settings, out)
+            row = _run_policy(job, dataset, settings, out, data, test)
         return {**base, "status": "ok", "error": "", **row}
     except Exception as exc:  # one failed job must not end a suite of hours
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return {**base, "status": "failed", "error": detail[:500], "finished_at": time.time()}
 
 
-def _run_baseline(job: Job, dataset: Dataset, settings: Settings, out: Path) -> dict[str, Any]:
-    task = prepare_task(TaskSpec(dataset.path, dataset.target), seed=settings.split_seed)
-    result = BASELINES[job.method](task, settings.baseline_budget, job.seed)
-    folder = job.folder(out)
+def fold_files(dataset: Dataset, fold: int, settings: Settings, out: Path) -> tuple[Path,
+                                                                                      Path | None]:
+    """The data file and test file of one outer fold: with one fold, the dataset as shipped and
+    no test file (the engine splits off its own); else the rows outside fold `fold` and the rows
+    in it, written once under OUT/folds/ and reused, so every method reads the same bytes.
+
+    Rows are copied as the CSV's own fields (no parsing into numbers and back), stratified by the
+    target's text for classes; the folds are a function of the file and `--split-seed` alone."""
+    if settings.outer_folds == 1:
+        return dataset.path, None
+    folder = out / "folds" / dataset.name / f"fold{fold}"
+    data, test = folder / dataset.file, folder / f"test-{dataset.file}"
+    if data.is_file() and test.is_file():
+        return data, test
+    with dataset.path.open(newline="", encoding="utf-8") as handle:
+        header, *rows = list(csv.reader(handle))
+    target = [row[header.index(dataset.target)] for row in rows]
+    held_out = set(outer_folds(target, dataset.task_type != "regression", settings.outer_folds,
+                               settings.split_seed)[fold].tolist())
     folder.mkdir(parents=True, exist_ok=True)
-    started = time.time() - result.seconds
-    record = {"task": job.task, "method": job.method, "seed": job.seed, "metric": task.metric.name,
-              "valid": result.valid, "test": result.test, "params": result.params,
-              "fits": result.fits, "seconds": result.seconds, "data_hash": task.data_hash,
-              "started_at": started, "curve": result.curve}
-    _write_text(folder / "result.json", json.dumps(record, indent=2) + "\n")
+    for path, keep in ((data, False), (test, True)):
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(row for i, row in enumerate(rows) if (i in held_out) == keep)
+        _write_text(path, buffer.getvalue())
+    return data, test
+
+
+def outer_folds(target: list[str], classes: bool, folds: int, seed: int) -> list[Any]:
+    """Row indices of each outer fold's test part (sorted; together they are every row once)."""
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    if folds > len(target):
+        raise UserError(f"bad --outer-folds {folds}: a task has only {len(target)} rows")
+    split = (StratifiedKFold(folds, shuffle=True, random_state=seed).split(target, target)
+             if classes else KFold(folds, shuffle=True, random_state=seed).split(target))
+    return [test for _, test in split]
+
+
+def _run_baseline(job: Job, dataset: Dataset, settings: Settings, out: Path, data: Path,
+                  test: Path | None) -> dict[str, Any]:
+    metric = dataset.metric(settings.protocol)
+    task = prepare_task(TaskSpec(data, dataset.target, test, metric), seed=settings.split_seed)
+    folder = job.folder(out)
+    if folder.exists():  # what a failed or stopped fit left (a half-saved predictor): start anew
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    started = time.time()
+    result = BASELINES[job.method](task, settings.baseline_budget, job.seed, folder)
+    seconds = time.time() - started  # the wall time, whatever the library says it spent
+    record = {"task": job.task, "fold": job.fold, "method": job.method, "seed": job.seed,
+              "protocol": settings.protocol, "metric": task.metric.name, "valid": result.valid,
+              "test": result.test, "params": result.params, "fits": result.fits,
+              "seconds": seconds, "budget": settings.baseline_budget,
+              "data_hash": task.data_hash, "started_at": started, "curve": result.curve}
+    _write_text(folder / "result.json", json.dumps(record, indent=2, default=str) + "\n")
     return {
         "metric": task.metric.name, "valid": result.valid, "test": result.test,
         "nodes": result.fits, "ok_nodes": result.fits, "prompt_tokens": 0,
-        "completion_tokens": 0, "seconds": result.seconds, "budget": settings.baseline_budget,
+        "completion_tokens": 0, "seconds": seconds, "budget": settings.baseline_budget,
         "best_operator": job.method, "run_dir": str(folder), "data_hash": task.data_hash,
-        "finished_at": time.time(),
+        "started_at": started, "finished_at": time.time(),
     }
 
 
-def _run_policy(job: Job, dataset: Dataset, settings: Settings, out: Path) -> dict[str, Any]:
+def engine_argv(job: Job, dataset: Dataset, settings: Settings, folder: Path, data: Path,
+                test: Path | None) -> list[str]:
+    """The `engine.run` command line of one search."""
+    return ["--data", str(data), "--target", dataset.target,
+            *(["--test", str(test)] if test is not None else []),
+            "--metric", dataset.metric(settings.protocol), "--policy", job.method,
+            "--seed", str(job.seed), "--split-seed", str(settings.split_seed),
+            "--budget", f"{settings.budget:g}s", "--llm", settings.llm,
+            "--executors", str(settings.executors), "--out", str(folder), "--quiet",
+            *settings.engine_args]
+
+
+def _run_policy(job: Job, dataset: Dataset, settings: Settings, out: Path, data: Path,
+                test: Path | None) -> dict[str, Any]:
     folder = job.folder(out)
     run_dir = finished_run(folder)
     if run_dir is None:
         before = _runs(folder)
-        argv = ["--data", str(dataset.path), "--target", dataset.target, "--policy", job.method,
-                "--seed", str(job.seed), "--split-seed", str(settings.split_seed),
-                "--budget", f"{settings.budget:g}s", "--llm", settings.llm,
-                "--executors", str(settings.executors), "--out", str(folder), "--quiet",
-                *settings.engine_args]
-        code = _engine(argv, settings.address)
+        code = _engine(engine_argv(job, dataset, settings, folder, data, test), settings.address)
         if code != 0:
             raise RuntimeError(f"engine.run exited {code}")
         (run_dir,) = set(_runs(folder)) - set(before)
@@ -262,7 +345,24 @@ def measure_run(run_dir: Path) -> dict[str, Any]:
 def load_results(path: Path) -> pd.DataFrame:
     if not path.is_file():
         return pd.DataFrame(columns=list(COLUMNS))
-    return pd.read_parquet(path)
+    frame = pd.read_parquet(path).reindex(columns=list(COLUMNS))
+    for column, default in {"fold": 0, **SUITE_KEYS}.items():
+        values = frame[column].astype(object).where(frame[column].notna(), default)
+        frame[column] = values.astype(type(default))
+    return frame
+
+
+def check_same_suite(results: pd.DataFrame, settings: Settings, path: Path) -> None:
+    """One results file holds one protocol, fold count and split seed: rows of another would be
+    skipped as done, or mixed into one report."""
+    wanted = {"protocol": settings.protocol, "outer_folds": settings.outer_folds,
+              "split_seed": settings.split_seed}
+    for key, value in wanted.items():
+        found = sorted({str(v) for v in results[key]} - {str(value)})
+        if found:
+            raise UserError(f"{path} holds runs with --{key.replace('_', '-')} "
+                            f"{', '.join(found)}, not {value}: pass that to resume them, or "
+                            "give another --out")
 
 
 def save_results(path: Path, frame: pd.DataFrame) -> None:
@@ -275,10 +375,9 @@ def save_results(path: Path, frame: pd.DataFrame) -> None:
 
 def _add_row(results: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
     key = (results.task == row["task"]) & (results.method == row["method"]) & \
-        (results.seed == row["seed"])
-    new = pd.DataFrame([{c: row.get(c) for c in COLUMNS}])
-    kept = results[~key]
-    return new if kept.empty else pd.concat([kept, new], ignore_index=True)
+        (results.seed == row["seed"]) & (results.fold == row["fold"])
+    kept = results[~key].to_dict("records")
+    return pd.DataFrame([*kept, {c: row.get(c) for c in COLUMNS}], columns=list(COLUMNS))
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -294,7 +393,8 @@ def run_suite(jobs: list[Job], datasets: dict[str, Dataset], settings: Settings,
               parallel: int | None) -> pd.DataFrame:
     path = out / RESULTS
     results = load_results(path)
-    done = {(str(r["task"]), str(r["method"]), int(r["seed"]))
+    check_same_suite(results, settings, path)
+    done = {(str(r["task"]), str(r["method"]), int(r["seed"]), int(r["fold"]))
             for r in results.to_dict("records") if r["status"] == "ok"}
     todo = [job for job in jobs if job.key not in done]
     print(f"{len(jobs)} jobs, {len(jobs) - len(todo)} already in {path}, {len(todo)} to run",
@@ -303,7 +403,8 @@ def run_suite(jobs: list[Job], datasets: dict[str, Dataset], settings: Settings,
         results = _add_row(results, row)
         save_results(path, results)
         shown = "n/a" if row.get("test") is None else f"{row['test']:.5g}"
-        print(f"{row['task']:<22} {row['method']:<7} seed {row['seed']}: {row['status']}, "
+        print(f"{row['task']:<22} fold {row['fold']} {row['method']:<9} seed {row['seed']}: "
+              f"{row['status']}, {row.get('seconds') or 0:.0f} s, "
               f"test {row.get('metric') or ''} {shown}"
               + (f"  {row['error'][:200]}" if row["error"] else ""), flush=True)
     return results
@@ -347,6 +448,11 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(f"bad --seeds {args.seeds}: it must be at least 1")
         if args.executors < 1:
             raise UserError(f"bad --executors {args.executors}: it must be at least 1")
+        if args.protocol not in PROTOCOLS:
+            raise UserError(f"unknown --protocol {args.protocol}; choose from "
+                            f"{', '.join(PROTOCOLS)}")
+        if args.outer_folds < 1:
+            raise UserError(f"bad --outer-folds {args.outer_folds}: it must be at least 1")
         if not policies and not baselines:
             raise UserError("nothing to run: give --policies and/or --baselines")
         check_engine_args(extra)
@@ -355,9 +461,10 @@ def main(argv: list[str] | None = None) -> int:
             budget=budget,
             baseline_budget=parse_budget(args.baseline_budget) if args.baseline_budget else budget,
             split_seed=args.split_seed, llm=args.llm, executors=args.executors,
-            address=args.address, engine_args=tuple(extra),
+            address=args.address, engine_args=tuple(extra), protocol=args.protocol,
+            outer_folds=args.outer_folds,
         )
-        jobs = plan_jobs(datasets, policies, baselines, args.seeds)
+        jobs = plan_jobs(datasets, policies, baselines, args.seeds, args.outer_folds)
         results = run_suite(jobs, {d.name: d for d in datasets}, settings, args.out,
                             args.parallel)
     except EngineError as exc:

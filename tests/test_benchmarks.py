@@ -6,17 +6,37 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from benchmarks import report
-from benchmarks.baselines import prepare_features
-from benchmarks.datasets import REGISTRY
-from benchmarks.run import COLUMNS, Job, check_engine_args, plan_jobs, save_results
+from benchmarks.baselines import (
+    BASELINES,
+    PEER_METRICS,
+    cv_score,
+    learning_rows,
+    lightgbm,
+    prepare_features,
+    submission_csv,
+)
+from benchmarks.datasets import PROTOCOLS, REGISTRY
+from benchmarks.run import (
+    COLUMNS,
+    Job,
+    Settings,
+    check_engine_args,
+    engine_argv,
+    fold_files,
+    outer_folds,
+    plan_jobs,
+    save_results,
+)
 from benchmarks.run import main as run_main
 from engine.run import main as engine_main
+from engine.scoring import score
 from engine.store import RunStore
 from engine.task import TaskSpec, prepare_task
 from search.errors import UserError
@@ -120,17 +140,100 @@ def test_report_tables_from_hand_made_rows(tmp_path: Path) -> None:
 # ---- runner pieces ---------------------------------------------------------------------------
 
 
-def test_plan_is_seed_major_with_baselines_first() -> None:
+def test_plan_is_seed_major_then_fold_major_with_baselines_first() -> None:
     jobs = plan_jobs([REGISTRY["penguins"], REGISTRY["kc1"]], ["greedy"], ["lgbm"], 2)
-    assert [j.key for j in jobs[:4]] == [("penguins", "lgbm", 0), ("penguins", "greedy", 0),
-                                         ("kc1", "lgbm", 0), ("kc1", "greedy", 0)]
+    assert [j.key for j in jobs[:4]] == [("penguins", "lgbm", 0, 0), ("penguins", "greedy", 0, 0),
+                                         ("kc1", "lgbm", 0, 0), ("kc1", "greedy", 0, 0)]
     assert len(jobs) == 8 and Job("kc1", "greedy", "policy", 1).key in [j.key for j in jobs]
+    folded = plan_jobs([REGISTRY["penguins"]], ["greedy"], ["lgbm"], 2, folds=3)
+    assert len(folded) == 12 and [j.fold for j in folded[:6]] == [0, 0, 1, 1, 2, 2]
+    assert {j.seed for j in folded[:6]} == {0}
+
+
+def test_outer_folds_cover_every_row_once_and_stratify() -> None:
+    target = ["a"] * 30 + ["b"] * 10 + ["c"] * 5
+    folds = outer_folds(target, classes=True, folds=5, seed=3)
+    assert sorted(i for f in folds for i in f.tolist()) == list(range(45))
+    for fold in folds:  # each test part holds the classes in the data's proportions
+        labels = [target[i] for i in fold]
+        assert (labels.count("a"), labels.count("b"), labels.count("c")) == (6, 2, 1)
+    again = outer_folds(target, classes=True, folds=5, seed=3)
+    assert all((a == b).all() for a, b in zip(folds, again, strict=True))
+    other = outer_folds(target, classes=True, folds=5, seed=4)
+    assert any((a != b).any() for a, b in zip(folds, other, strict=True))
+    with pytest.raises(UserError, match="bad --outer-folds"):
+        outer_folds(["1", "2"], classes=False, folds=3, seed=0)
+
+
+def _settings(**changes: object) -> Settings:
+    base = Settings(budget=60.0, baseline_budget=60.0, split_seed=0, llm="llama", executors=1,
+                    address=None, engine_args=("--max-nodes", "3"), protocol="amlb",
+                    outer_folds=1)
+    return Settings(**{**base.__dict__, **changes})  # type: ignore[arg-type]
+
+
+def test_fold_files_split_the_rows_as_written(tmp_path: Path) -> None:
+    dataset = REGISTRY["penguins"]
+    assert fold_files(dataset, 0, _settings(), tmp_path) == (dataset.path, None)
+    original = dataset.path.read_text().splitlines()
+    parts = [fold_files(dataset, f, _settings(outer_folds=4), tmp_path) for f in range(4)]
+    tests = [test.read_text().splitlines() for _, test in parts if test is not None]
+    assert all(lines[0] == original[0] for lines in tests)  # the header, as shipped
+    # Every data row is in exactly one test file, and in the other folds' data files.
+    assert sorted(line for lines in tests for line in lines[1:]) == sorted(original[1:])
+    data0 = parts[0][0].read_text().splitlines()
+    assert sorted(data0[1:] + tests[0][1:]) == sorted(original[1:])
+    before = parts[0][0].stat().st_mtime_ns
+    assert fold_files(dataset, 0, _settings(outer_folds=4), tmp_path) == parts[0]
+    assert parts[0][0].stat().st_mtime_ns == before  # written once, then reused
+
+
+def test_engine_argv_carries_the_protocol_metric_and_the_fold() -> None:
+    dataset = REGISTRY["penguins"]
+    argv = engine_argv(Job("penguins", "greedy", "policy", 2, 1), dataset, _settings(),
+                       Path("out"), Path("d.csv"), Path("t.csv"))
+    assert argv[argv.index("--metric") + 1] == "log_loss"
+    assert argv[argv.index("--test") + 1] == "t.csv" and argv[argv.index("--seed") + 1] == "2"
+    assert argv[-2:] == ["--max-nodes", "3"]
+    plain = engine_argv(Job("penguins", "greedy", "policy", 0), dataset,
+                        _settings(protocol="sela"), Path("out"), dataset.path, None)
+    assert "--test" not in plain and plain[plain.index("--metric") + 1] == "f1_weighted"
+
+
+def test_every_protocol_metric_has_a_name_in_each_peer_library() -> None:
+    for peer, names in PEER_METRICS.items():
+        for metrics in PROTOCOLS.values():
+            assert set(metrics.values()) <= set(names), peer
+
+
+def test_a_missing_peer_library_names_the_extra(monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "autogluon.tabular", None)  # import fails
+    monkeypatch.setitem(sys.modules, "flaml.automl", None)
+    dataset = REGISTRY["penguins"]
+    task = prepare_task(TaskSpec(dataset.path, dataset.target), seed=0)
+    for name in ("autogluon", "flaml"):
+        with pytest.raises(UserError, match=r"pip install -e '\.\[bench\]'"):
+            BASELINES[name](task, 1.0, 0, tmp_path)
+
+
+def test_cv_score_gives_a_class_missing_from_the_fit_probability_zero() -> None:
+    dataset = REGISTRY["penguins"]
+    task = prepare_task(TaskSpec(dataset.path, dataset.target, metric="log_loss"), seed=0)
+    y = pd.Series(["Adelie", "Gentoo", "Chinstrap"])
+    proba = pd.DataFrame({"Adelie": [0.9, 0.1, 0.5], "Gentoo": [0.1, 0.9, 0.5]})
+    # Chinstrap had no probability: floored at 1e-15 by the scorer, so its row costs ~34.5.
+    value = cv_score(task, y, ["Adelie", "Gentoo", "Adelie"], proba)
+    assert value == pytest.approx((-math.log(0.9) * 2 - math.log(1e-15)) / 3, rel=1e-6)
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--policies", "greedy,nope"], "unknown policy nope"),
     (["--baselines", "xgb"], "unknown baseline xgb"),
     (["--seeds", "0"], "bad --seeds"),
+    (["--outer-folds", "0"], "bad --outer-folds"),
+    (["--protocol", "kaggle"], "unknown --protocol kaggle"),
+    (["--metric", "f1"], "--metric is set by the runner"),
     (["--suite", "nope"], "unknown suite"),
     (["--budget", "soon"], "bad budget"),
     (["--seed", "3"], "--seed is set by the runner"),
@@ -169,7 +272,8 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
     argv = ["--suite", "smoke", "--policies", "greedy,sela", "--baselines", "lgbm,optuna",
             "--seeds", "1", "--budget", "90s", "--baseline-budget", "2s", "--split-seed", "7",
             "--llm", f"scripted:{SCRIPT}", "--out", str(out), "--max-nodes", "4",
-            # The holdout and no engine work: the baseline root is then the lgbm baseline.
+            # The engine's holdout and no engine work, passed through: the baseline root
+            # is then the lgbm baseline on the same rows.
             "--folds", "1", "--no-floor", "--no-ensemble"]
     assert run_main(argv) == 0
     return out
@@ -181,36 +285,43 @@ def test_smoke_rows_and_run_directories(smoke: Path) -> None:
     assert sorted(zip(rows.task, rows.method, strict=True)) == sorted(
         (t, m) for t in ("penguins", "concrete-strength")
         for m in ("greedy", "sela", "lgbm", "optuna"))
-    assert (rows.status == "ok").all() and rows.test.notna().all() and rows.valid.notna().all()
-    assert (rows.seed == 0).all() and (rows.split_seed == 7).all()
+    assert (rows.status == "ok").all() and rows.test.notna().all()
+    assert rows[rows.method != "lgbm"].valid.notna().all()  # default LightGBM validates nothing
+    assert (rows.seed == 0).all() and (rows.split_seed == 7).all() and (rows.fold == 0).all()
+    assert (rows.protocol == "sela").all() and (rows.outer_folds == 1).all()
+    assert (rows.cores >= 1).all()
     for task, part in rows.groupby("task"):
         # Searches ran with --seed 0 --split-seed 7, baselines split with seed 7 themselves.
         assert part.data_hash.nunique() == 1, f"{task}: methods saw different splits"
     searches = rows[rows.kind == "policy"]
-    assert (searches.nodes == 4).all() and (searches.prompt_tokens > 0).all()
+    # --max-nodes 4, and the engine may add its ensemble of the best once the search is done.
+    assert searches.nodes.isin([4, 5]).all() and (searches.prompt_tokens > 0).all()
     for row in searches.itertuples():
         run = RunStore.open(Path(row.run_dir))
-        assert Path(row.run_dir).parent == smoke / "runs" / row.task / row.method / "seed0"
+        assert Path(row.run_dir).parent == smoke / "runs" / row.task / "fold0" / row.method / \
+            "seed0"
         assert run.manifest()["config"]["policy"] == row.method
         nodes = pd.DataFrame(run.read_rows())
-        # The engine's baseline root is LightGBM with defaults, like the lgbm baseline, on the
-        # same split: the same test score, computed twice by different code paths.
-        lgbm = rows[(rows.task == row.task) & (rows.method == "lgbm")].test.iloc[0]
-        assert nodes[nodes.operator == "baseline"].test_metric_raw.iloc[0] == pytest.approx(lgbm)
+        # The engine's baseline root is LightGBM with defaults fitted on train: the baselines'
+        # LightGBM fitted on the same rows scores the same, computed by different code paths.
+        task = run.load_task()
+        X, _, X_test = prepare_features(task)
+        model = lightgbm(task, {}, 0).fit(X, task.train[task.target])
+        root = nodes[nodes.operator == "baseline"].test_metric_raw.iloc[0]
+        assert score(task, submission_csv(task, model, X_test), "test") == pytest.approx(root)
     sela = pd.DataFrame(RunStore.open(Path(
         searches[searches.method == "sela"].run_dir.iloc[0])).read_rows())
     assert {"insights", "sela"} <= set(sela.operator)
     for row in rows[rows.kind == "baseline"].itertuples():
         result = json.loads((Path(row.run_dir) / "result.json").read_text())
         assert result["test"] == row.test and result["data_hash"] == row.data_hash
-        assert result["fits"] == row.nodes == len(result["curve"]) >= 1
-    for task, part in rows[rows.kind == "baseline"].groupby("task"):
-        valid = part.set_index("method").valid
-        # Optuna's first trial is exactly LightGBM's defaults: tuning can only match or beat it.
-        if part.metric.iloc[0] == "rmse":
-            assert valid["optuna"] <= valid["lgbm"], task
-        else:
-            assert valid["optuna"] >= valid["lgbm"], task
+        assert result["seconds"] == row.seconds and result["fits"] == row.nodes >= 1
+    for row in rows[rows.method == "optuna"].itertuples():
+        curve = json.loads((Path(row.run_dir) / "result.json").read_text())["curve"]
+        assert len(curve) == row.nodes
+        # Its valid is the best cross-validated trial; the first trial is LightGBM's defaults.
+        best = max if row.metric != "rmse" else min
+        assert row.valid == best(v for _, v in curve)
 
 
 def test_smoke_rerun_skips_done_rows_and_measures_finished_runs(smoke: Path) -> None:
@@ -229,24 +340,71 @@ def test_smoke_rerun_skips_done_rows_and_measures_finished_runs(smoke: Path) -> 
     assert len(after) == len(before)
     restored = after[(after.method == "sela") & (after.task == "penguins")].iloc[0]
     assert restored.run_dir == dropped.run_dir.iloc[0] and restored.test == dropped.test.iloc[0]
+    # One OUT, one protocol: another is refused before anything runs or is written.
+    assert run_main([*argv, "--protocol", "amlb"]) == 2
+    assert run_main([*argv, "--outer-folds", "2"]) == 2
+    pd.testing.assert_frame_equal(pd.read_parquet(path), after)
+
+
+def test_results_from_before_protocols_count_as_sela_on_the_engine_split(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = pd.DataFrame([{"task": "penguins", "task_type": "multiclass", "metric": "f1_weighted",
+                         "method": "lgbm", "kind": "baseline", "seed": 0, "split_seed": 0,
+                         "status": "ok", "error": "", "test": 0.9}])
+    old.to_parquet(tmp_path / "results.parquet", index=False)
+    argv = ["--suite", "penguins", "--policies", "", "--baselines", "lgbm", "--seeds", "1",
+            "--out", str(tmp_path)]
+    assert run_main([*argv, "--protocol", "amlb"]) == 2
+    assert "holds runs with --protocol sela, not amlb" in capsys.readouterr().err
+    assert run_main(argv) == 0
+    assert "1 jobs, 1 already in" in capsys.readouterr().out
 
 
 def test_smoke_report(smoke: Path) -> None:
     out = report.write_report(smoke / "results.parquet", smoke / "report.md")
     text = out.read_text()
-    for heading in ("Test score per task", "SELA normalised score", "relative to LightGBM",
-                    "Average rank", "Wins / ties / losses against sela", "Runs"):
+    for heading in ("Fairness rule", "Test score per task", "SELA normalised score",
+                    "relative to LightGBM", "Average rank", "Wins / ties / losses against sela",
+                    "Wins / ties / losses against optuna", "Wall time", "Runs"):
         assert heading in text
     assert "| task | metric | greedy | sela | lgbm | optuna |" in text
     assert text.count("| penguins |") >= 4 and "| concrete-strength |" in text
+    assert "No `autogluon` runs in these results" in text
     assert (smoke / "report-curves.png").stat().st_size > 5000
+    assert (smoke / "report-scores.png").stat().st_size > 5000
     print(text)
+
+
+def test_amlb_protocol_with_outer_folds_end_to_end(tmp_path: Path) -> None:
+    """Two outer folds under AMLB's metrics: the engine gets --metric and the fold's --test, and
+    a search and the baselines of one fold see the same data, another fold other data."""
+    argv = ["--suite", "penguins", "--policies", "greedy", "--baselines", "lgbm,optuna",
+            "--seeds", "1", "--budget", "60s", "--baseline-budget", "1s", "--protocol", "amlb",
+            "--outer-folds", "2", "--llm", f"scripted:{SCRIPT}", "--out", str(tmp_path),
+            "--max-nodes", "1"]
+    assert run_main(argv) == 0
+    rows = pd.read_parquet(tmp_path / "results.parquet")
+    assert len(rows) == 6 and (rows.status == "ok").all() and (rows.protocol == "amlb").all()
+    assert (rows.metric == "log_loss").all() and sorted(rows.fold) == [0, 0, 0, 1, 1, 1]
+    hashes = rows.groupby("fold").data_hash.nunique()
+    assert (hashes == 1).all() and rows.data_hash.nunique() == 2
+    search = rows[rows.kind == "policy"].iloc[0]
+    run = RunStore.open(Path(search.run_dir))
+    assert run.manifest()["metric"] == "log_loss"
+    task = run.load_task()
+    fold_test = tmp_path / "folds" / "penguins" / f"fold{search.fold}" / "test-penguins.csv"
+    assert len(task.test_X) == len(pd.read_csv(fold_test))  # the fold's rows are the test split
+    X, y = learning_rows(task)
+    assert len(X) == len(y) == len(task.train) + len(task.valid_X)
+    text = report.write_report(tmp_path / "results.parquet", tmp_path / "report.md").read_text()
+    assert "protocol amlb" in text and "2 outer folds" in text
+    assert "SELA normalised score" not in text
 
 
 def test_smoke_sela_run_resumes_its_tree(smoke: Path, tmp_path: Path) -> None:
     """A copy of the smoke suite's sela run, resumed: the pools written before are kept (no new
     insights request), rollouts go down the stages, a failed rollout is debugged."""
-    (run,) = (smoke / "runs" / "penguins" / "sela" / "seed0").iterdir()
+    (run,) = (smoke / "runs" / "penguins" / "fold0" / "sela" / "seed0").iterdir()
     copy = tmp_path / run.name
     shutil.copytree(run, copy)
     assert engine_main(["--resume", str(copy), "--split-seed", "1"]) == 2  # the split is fixed

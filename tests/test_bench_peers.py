@@ -1,0 +1,99 @@
+"""Each benchmark baseline runs its real library on tiny data with a tiny budget, through the
+runner's own call, and is scored by the engine's scorer. AutoGluon and FLAML need the bench extra
+(`-m bench`, their own CI step); LightGBM and Optuna run in the default suite."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmarks.baselines import BASELINES, BaselineResult
+from engine.task import PreparedTask, TaskSpec, prepare_task
+
+PEER = [pytest.mark.slow, pytest.mark.bench]
+# Seconds per fit. AutoGluon's best_quality spends a quarter of its budget on a DyStack sub-fit;
+# when that trains no model at all (a few seconds), AutoGluon 1.6.3 without a Ray it supports
+# then fails the main fit ("Learner is already fit"), so it gets 20 s.
+BUDGET = {"lgbm": 1.0, "optuna": 2.0, "autogluon": 20.0, "flaml": 5.0}
+
+
+def _data(path: Path, kind: str, rows: int = 240) -> Path:
+    """Learnable synthetic rows with a text column and missing values. Binary labels are
+    'true' and 'zzz': the engine's positive class ('true', the one that reads as positive) is
+    not the last in sorted order, so a library that keeps its own class order and a column
+    matched to the wrong label would score an AUC far below 0.5."""
+    rng = np.random.default_rng(0)
+    x1, x2 = rng.normal(size=rows), rng.normal(size=rows)
+    colour = rng.choice(["red", "green", "blue"], size=rows)
+    signal = x1 + 0.5 * x2 + (colour == "red") + rng.normal(scale=0.3, size=rows)
+    if kind == "binary":
+        target: object = np.where(signal > 0.3, "true", "zzz")
+    elif kind == "multiclass":
+        target = np.select([signal < -0.5, signal < 0.7], ["low", "mid"], "high")
+    else:
+        target = 10 * signal + 50
+    x2[::17] = np.nan
+    pd.DataFrame({"x1": x1, "x2": x2, "colour": colour, "y": target}).to_csv(path, index=False)
+    return path
+
+
+def _task(tmp_path: Path, kind: str, metric: str) -> PreparedTask:
+    return prepare_task(TaskSpec(_data(tmp_path / f"{kind}.csv", kind), "y", metric=metric))
+
+
+def _run(name: str, task: PreparedTask, budget: float, folder: Path) -> BaselineResult:
+    folder.mkdir(parents=True, exist_ok=True)
+    result = BASELINES[name](task, budget, 0, folder)
+    assert math.isfinite(result.test) and result.fits >= 1 and result.seconds > 0
+    assert result.valid is None or math.isfinite(result.valid)
+    return result
+
+
+@pytest.mark.parametrize("name", [
+    "lgbm", "optuna", pytest.param("autogluon", marks=PEER), pytest.param("flaml", marks=PEER),
+])
+def test_each_baseline_scores_probabilities_under_the_right_labels(name: str,
+                                                                   tmp_path: Path) -> None:
+    task = _task(tmp_path, "binary", "roc_auc")
+    assert task.positive_label == "true" and task.labels == ("true", "zzz")
+    budget = BUDGET[name]
+    result = _run(name, task, budget, tmp_path / name)
+    assert result.test > 0.85, f"{name}: AUC {result.test}: probabilities of the wrong class?"
+    if name != "lgbm":  # its own estimate of the same thing: an AUC, not a loss
+        assert result.valid is not None and 0.5 < result.valid <= 1.0
+    # A library that overruns its budget shows it; none may take many times as long.
+    assert result.seconds < 4 * budget + 30
+
+
+@pytest.mark.parametrize("name", [
+    "optuna", pytest.param("autogluon", marks=PEER), pytest.param("flaml", marks=PEER),
+])
+@pytest.mark.parametrize("kind, metric", [
+    ("binary", "f1"), ("multiclass", "f1_weighted"), ("multiclass", "log_loss"),
+    ("regression", "rmse"),
+])
+def test_each_baseline_optimises_every_protocol_metric(name: str, kind: str, metric: str,
+                                                      tmp_path: Path) -> None:
+    task = _task(tmp_path, kind, metric)
+    lgbm = _run("lgbm", task, 1.0, tmp_path / "lgbm")
+    result = _run(name, task, BUDGET[name], tmp_path / name)
+    # Learnable data: far from chance (predicting the mean scores the std), and in the same
+    # league as LightGBM's defaults.
+    if metric == "rmse":
+        assert result.test < 0.75 * float(task.test_y.std()) and result.test < 2 * lgbm.test
+    elif metric == "log_loss":
+        assert result.test < 0.8 and result.test < 2 * lgbm.test  # chance: ln 3 = 1.1
+    else:
+        assert result.test > 0.7 and result.test > lgbm.test - 0.15
+    if name == "autogluon":  # the predictor it answered with stays under the run folder
+        from autogluon.tabular import TabularPredictor
+
+        predictor = TabularPredictor.load(str(tmp_path / name / "autogluon"), verbosity=0)
+        assert predictor.model_best == result.params["best_model"]
+        assert predictor.problem_type == task.task_type
+
+
