@@ -17,7 +17,8 @@ from operators.replies import clean_reflection
 from tests.helpers import make_data
 
 GENERIC = Path(__file__).parent / "data" / "scripted_reflect.json"
-POLICY = "num_drafts: 2\ndebug_prob: 1.0\nfloor: false\nensemble: false\n"  # a buggy draft is always debugged
+# A buggy draft is always debugged; LLM-written nodes only.
+POLICY = "num_drafts: 2\ndebug_prob: 1.0\nfloor: false\nensemble: false\n"
 
 
 def _user_prompt(prompt: str) -> str:
