@@ -149,7 +149,9 @@ class RunConfig:
         "(Reflexion); the answer goes into the step's prompt"))
     quiet: bool = field(default=False, metadata=_flag(
         "plain log lines instead of the live display"))
-    num_drafts: int = 3
+    # LLM drafts before improving; None: 3, or 1 with the floor on (its portfolio already
+    # holds the model families a draft would try).
+    num_drafts: int | None = None
     debug_prob: float = 0.5
     max_debug_depth: int = 3
 

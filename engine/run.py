@@ -297,8 +297,11 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
     starts = manifest.get("starts", [])
     # Each start gets its own seed stream, so a resumed run does not replay the first one.
     seed = config.seed + 1000 * len(starts)
-    policy = make_policy(config.policy, seed=seed, num_drafts=config.num_drafts,
-                         debug_prob=config.debug_prob, max_debug_depth=config.max_debug_depth)
+    drafts = config.num_drafts if config.num_drafts is not None else 1 if config.floor else 3
+    policy = make_policy(config.policy, seed=seed, num_drafts=drafts,
+                         debug_prob=config.debug_prob, max_debug_depth=config.max_debug_depth,
+                         # the floor tunes and ensembles: the model is asked for features
+                         ideas="features" if config.floor else "all")
     floor = None
     if config.floor or config.ensemble:
         floor = Floor(seed, portfolio=config.floor, tuning=config.floor,

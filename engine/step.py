@@ -45,9 +45,10 @@ from operators.analyst import (
 )
 from operators.context import TaskContext
 from operators.flags import implementation_flags
-from operators.harness import assemble, baseline_code, ensemble_code
+from operators.harness import assemble, baseline_code, ensemble_code, model_part
 from operators.measure import Measurements, split_measurements
 from operators.models import model_code
+from operators.params import read_params, with_params
 from operators.prompts import (
     INSIGHTS_ASK,
     build_prompt,
@@ -261,6 +262,15 @@ class Step:
             return
         if self.operator is Operator.BASELINE:
             self.plan, model = BASELINE_PLAN, baseline_code(ctx)
+        elif self.operator is Operator.TUNE and not self.proposal.family:
+            # A trial of an LLM-written node: its code with new PARAMS values, which stays
+            # LLM-written code, so it runs fold by fold like its parent.
+            parent = self.search.journal.get(str(self.proposal.parent_id))
+            self.plan = describe(self.proposal)
+            self.code = assemble(ctx, with_params(model_part(parent.code),
+                                                  self.proposal.param_dict))
+            self._queue(self.code, (0,))
+            return
         else:
             self.plan = describe(self.proposal)
             model = model_code(ctx, self.proposal.family, self.proposal.param_dict)
@@ -484,9 +494,16 @@ class Step:
             reply=self.reply,
             runs=json.dumps([[fold, r[1], round(r[3], 3), round(r[0].seconds, 3)]
                              for fold, r in sorted(self._results.items())]),
+            params=_params_json(self.code),
         )
         self._done = Done(node, predictions.test_raw if predictions else None, predictions)
         return self._done
+
+
+def _params_json(code: str) -> str:
+    """The literal PARAMS dict of a node's model code as JSON ("" when it has none)."""
+    params = read_params(model_part(code)) if code else None
+    return json.dumps(params, sort_keys=True) if params is not None else ""
 
 
 def _summed(members: list[Node]) -> Measurements:

@@ -44,11 +44,12 @@ def _prefix(ctx: TaskContext) -> str:
         f"# Task\n{ctx.preview.strip()}\n\n"
         + _findings_section(ctx)
         + "# What you write\n"
-        "Only the model code: imports and one function\n"
+        "Only the model code: imports, the model's hyperparameters and one function\n"
         "```python\n"
+        "PARAMS = {...}  # every hyperparameter of the model: numbers and strings\n\n\n"
         "def fit_predict(X, y, X_valid, X_test):\n"
         "    X, X_valid, X_test = prepare(X, X_valid, X_test)\n"
-        "    model = ...  # choose and configure a model\n"
+        "    model = ...(**PARAMS)  # choose a model\n"
         "    model.fit(X, y)\n"
         f"    return {predict_call(ctx)}\n"
         "```\n"
@@ -64,6 +65,7 @@ def _prefix(ctx: TaskContext) -> str:
         f"- Return {returns_text(ctx)}. The engine scores them with {ctx.metric} ({direction}) on "
         "hidden labels.\n"
         "- Transform X, X_valid and X_test the same way.\n"
+        "- Keep the model's hyperparameters in PARAMS: the engine tunes them.\n"
         "- Do not read or write files. Do not compute the metric yourself.\n"
     )
 

@@ -5,9 +5,12 @@ nothing LLM-written to run, the loop asks the floor:
 
 1. the portfolio (`search.families.PORTFOLIO`): fixed, diverse configurations, cheapest first;
 2. then Optuna trials, asked and told here (the driver), run by the executors: TPE over the
-   hyperparameters of the families doing best so far, two trials of the best family for one
-   of the runner-up. Every node of a family (baseline root, portfolio, trials) is a trial of
-   that family's study, so the sampler starts from what the portfolio found.
+   hyperparameters of what does best so far, two trials of the best for one of the runner-up.
+   What is tuned: a model family (every node of a family, the baseline root and the portfolio
+   included, is a trial of that family's study, so the sampler starts from what the portfolio
+   found), or an LLM-written node whose code keeps its hyperparameters in one literal `PARAMS`
+   dict (its study varies each number around the node's own value; the node is its first
+   trial, and each trial is its code with only that dict changed, a child of the node).
 
 And, with no executor at all, ensemble selection (`engine/blend.py`) over the best nodes' kept
 predictions, whenever at least `ensemble_every` new candidates arrived since the last one.
@@ -31,7 +34,6 @@ from search.journal import Journal
 from search.node import Node, Operator, Status
 from search.policy import InFlightKey, Proposal
 
-ENGINE_FAMILY_OPERATORS = (Operator.BASELINE, Operator.PORTFOLIO, Operator.TUNE)
 # The baseline root's configuration as a point of the lgbm space (LightGBM's defaults; its
 # zero regularisation is the space's floor).
 BASELINE_PARAMS: dict[str, Any] = {
@@ -39,11 +41,15 @@ BASELINE_PARAMS: dict[str, Any] = {
     "subsample": 1.0, "colsample_bytree": 1.0, "reg_alpha": 1e-8, "reg_lambda": 1e-8,
 }
 ENSEMBLE_CANDIDATES = 20  # the best eligible nodes ensemble selection chooses among
+# How far a trial of an LLM-written node moves each number: down to a quarter, up to four
+# times (fractions in (0, 1) at most to 1, twice their value).
+SPREAD = 4.0
 _GONE = (Status.LOST, Status.KILLED)
+Distributions = dict[str, optuna.distributions.BaseDistribution]
 
 
-def distributions(space: tuple[Dimension, ...]) -> dict[str, optuna.distributions.BaseDistribution]:
-    out: dict[str, optuna.distributions.BaseDistribution] = {}
+def distributions(space: tuple[Dimension, ...]) -> Distributions:
+    out: Distributions = {}
     for name, kind, low, high in space:
         if kind == "categorical":
             out[name] = optuna.distributions.CategoricalDistribution(list(low))
@@ -55,6 +61,36 @@ def distributions(space: tuple[Dimension, ...]) -> dict[str, optuna.distribution
     return out
 
 
+def space_around(params: Mapping[str, Any]) -> Distributions:
+    """A search space around an LLM-written node's own PARAMS: each positive number varies
+    on a log scale around its value; 0, 1, negatives, booleans and strings stay as they are
+    (a 0/1 is often a switch, not a quantity)."""
+    out: Distributions = {}
+    for name, value in params.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            continue
+        if isinstance(value, int):
+            if value >= 2:
+                out[name] = optuna.distributions.IntDistribution(
+                    max(1, int(value / SPREAD)), int(value * SPREAD), log=True)
+        elif value < 1:
+            out[name] = optuna.distributions.FloatDistribution(
+                value / SPREAD, min(1.0, 2 * value), log=True)
+        else:
+            out[name] = optuna.distributions.FloatDistribution(
+                value / SPREAD, value * SPREAD, log=True)
+    return out
+
+
+def node_params(node: Node) -> dict[str, Any]:
+    """The PARAMS dict a node's code holds (recorded by the step), {} when none."""
+    try:
+        data = json.loads(node.params) if node.params else {}
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def ensemble_candidates(journal: Journal) -> list[Node]:
     """The best eligible scored nodes whose code has model code to combine, best first."""
     nodes = [n for n in journal.eligible_nodes
@@ -63,7 +99,7 @@ def ensemble_candidates(journal: Journal) -> list[Node]:
 
 
 class Floor:
-    """Proposes the engine's own nodes; `observe` every finished node."""
+    """Proposes the engine's own nodes; it reads every finished node from the Journal."""
 
     def __init__(self, seed: int = 0, *, portfolio: bool = True, tuning: bool = True,
                  ensembles: bool = True, ensemble_every: int = 3) -> None:
@@ -73,7 +109,8 @@ class Floor:
         self.ensembles = ensembles
         self.ensemble_every = ensemble_every
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self._studies: dict[str, optuna.Study] = {}
+        self._studies: dict[str, optuna.Study] = {}  # by study key (see _key)
+        self._spaces: dict[str, Distributions] = {}
         self._asked: dict[str, int] = {}  # hint of a trial in flight -> its trial number
         self._done_portfolio: set[str] = set()
         self._seen: set[str] = set()
@@ -103,48 +140,69 @@ class Floor:
                   in_flight: Mapping[InFlightKey, int]) -> Proposal | None:
         if not self.ensembles or any(op is Operator.ENSEMBLE for op, _ in in_flight):
             return None
-        ids = frozenset(n.node_id for n in ensemble_candidates(journal))
+        best = ensemble_candidates(journal)
+        ids = frozenset(n.node_id for n in best)
         new = len(ids - self._last_ensemble)
         if len(ids) < 2 or new < (2 if not self._last_ensemble else self.ensemble_every):
             return None
         self._last_ensemble = ids
-        best = ensemble_candidates(journal)
         return Proposal(Operator.ENSEMBLE, best[0].node_id, 0.0,
                         members=tuple(n.node_id for n in best))
 
     def _trial(self, journal: Journal) -> Proposal:
-        ranked = self._families_by_score(journal)
-        family = ranked[1] if self._trials % 3 == 2 and len(ranked) > 1 else ranked[0]
+        ranked = self._ranked(journal)
+        key = ranked[1] if self._trials % 3 == 2 and len(ranked) > 1 else ranked[0]
         self._trials += 1
-        study = self._study(family)
-        trial = study.ask(distributions(FAMILIES[family].space))
-        proposal = Proposal(Operator.TUNE, None, 0.0, idea=f"{family} trial {trial.number}",
-                            family=family, params=tuple(sorted(trial.params.items())))
+        trial = self._study(key).ask(self._spaces[key])
+        params = tuple(sorted(trial.params.items()))
+        if key in FAMILIES:
+            proposal = Proposal(Operator.TUNE, None, 0.0, idea=f"{key} trial {trial.number}",
+                                family=key, params=params)
+        else:  # a node: its code with new PARAMS values, a child of it
+            parent = key.removeprefix("node:")
+            proposal = Proposal(Operator.TUNE, parent, 0.0,
+                                idea=f"node {parent} trial {trial.number}", params=params)
         self._asked[proposal.hint] = trial.number
         return proposal
 
-    def _families_by_score(self, journal: Journal) -> list[str]:
+    def _ranked(self, journal: Journal) -> list[str]:
+        """Study keys, best first by the best score of their nodes (lgbm when none ran)."""
         best: dict[str, float] = {}
         for node in journal.eligible_nodes:
-            family = _family(node)
-            if family is not None and node.metric is not None:
-                best[family] = max(best.get(family, -math.inf), node.metric)
-        ranked = sorted(best, key=lambda f: -best[f])
+            key = self._key(node)
+            if key is not None and node.metric is not None:
+                best[key] = max(best.get(key, -math.inf), node.metric)
+        ranked = sorted(best, key=lambda k: -best[k])
         return ranked or ["lgbm"]
 
-    def _study(self, family: str) -> optuna.Study:
-        if family not in self._studies:
-            index = list(FAMILIES).index(family)
-            sampler = optuna.samplers.TPESampler(seed=self.seed * 101 + index,
+    def _study(self, key: str) -> optuna.Study:
+        if key not in self._studies:
+            sampler = optuna.samplers.TPESampler(seed=self.seed * 101 + len(self._studies),
                                                  n_startup_trials=5, constant_liar=True)
-            self._studies[family] = optuna.create_study(direction="maximize", sampler=sampler)
-        return self._studies[family]
+            self._studies[key] = optuna.create_study(direction="maximize", sampler=sampler)
+            if key in FAMILIES:
+                self._spaces[key] = distributions(FAMILIES[key].space)
+        return self._studies[key]
 
     # ---- what happened ---------------------------------------------------------------------
 
+    def _key(self, node: Node) -> str | None:
+        """The study a node is a trial of: its family's, or its LLM-written parent's (or its
+        own, when its code exposes tunable PARAMS); None for any other node."""
+        if node.operator is Operator.BASELINE:
+            return "lgbm"
+        proposal = Proposal.of(node)
+        if node.operator in (Operator.PORTFOLIO, Operator.TUNE) and proposal.family:
+            return proposal.family if proposal.family in FAMILIES else None
+        if node.operator is Operator.TUNE and node.parent_id is not None:
+            return f"node:{node.parent_id}"
+        if node.operator in (Operator.DRAFT, Operator.IMPROVE, Operator.DEBUG, Operator.SELA):
+            return f"node:{node.node_id}" if space_around(node_params(node)) else None
+        return None
+
     def observe(self, node: Node) -> None:
-        """Record a finished node once: portfolio progress, and every engine node of a family
-        as a finished trial of that family's study."""
+        """Record a finished node once: portfolio progress, and every node that is a trial of
+        a study (family or LLM-written node) as a finished trial of it."""
         if node.node_id in self._seen:
             return
         self._seen.add(node.node_id)
@@ -152,12 +210,17 @@ class Floor:
             self._last_ensemble = frozenset(node.hint.split(","))
         if node.operator is Operator.PORTFOLIO:
             self._done_portfolio.add(Proposal.of(node).idea)
-        family = _family(node)
-        if family is None or (node.status in _GONE and node.hint not in self._asked):
+        key = self._key(node)
+        if key is None or (node.status in _GONE and node.hint not in self._asked):
             return
-        params = BASELINE_PARAMS if node.operator is Operator.BASELINE else \
-            Proposal.of(node).param_dict
-        study = self._study(family)
+        if key not in FAMILIES and key not in self._spaces:
+            if not node.is_ok or node.operator is Operator.TUNE:
+                return  # only a working LLM-written node opens a study of its own
+            self._spaces[key] = space_around(node_params(node))  # around its own PARAMS
+        study = self._study(key)
+        params = BASELINE_PARAMS if node.operator is Operator.BASELINE else (
+            Proposal.of(node).param_dict if node.operator in (Operator.PORTFOLIO, Operator.TUNE)
+            else node_params(node))
         value = node.metric if node.is_ok else None
         number = self._asked.pop(node.hint, None)
         if number is not None:
@@ -166,27 +229,22 @@ class Floor:
             else:
                 study.tell(number, value)
             return
+        space = self._spaces[key]
         # Params outside the space (a family's space changed since) make no trial.
         with contextlib.suppress(ValueError):
             study.add_trial(optuna.trial.create_trial(
-                params=params, distributions=distributions(FAMILIES[family].space),
+                params={k: params[k] for k in space if k in params}, distributions=space,
                 value=value,
                 state=optuna.trial.TrialState.COMPLETE if value is not None
                 else optuna.trial.TrialState.FAIL))
 
 
-def _family(node: Node) -> str | None:
-    if node.operator is Operator.BASELINE:
-        return "lgbm"
-    if node.operator in (Operator.PORTFOLIO, Operator.TUNE):
-        family = Proposal.of(node).family
-        return family if family in FAMILIES else None
-    return None
-
-
 def describe(proposal: Proposal) -> str:
     """A node's plan: what the engine ran."""
+    params = json.dumps(proposal.param_dict)
+    if proposal.operator is Operator.TUNE and not proposal.family:
+        return f"Optuna trial of node {proposal.parent_id}'s PARAMS: {params}"
     family = FAMILIES[proposal.family].description
     what = "portfolio configuration" if proposal.operator is Operator.PORTFOLIO else \
         "Optuna trial"
-    return f"{what} {proposal.idea}: {family} with {json.dumps(proposal.param_dict)}"
+    return f"{what} {proposal.idea}: {family} with {params}"

@@ -27,6 +27,7 @@ class GreedyPolicy:
     debug_prob: float = 0.5
     max_debug_depth: int = 3
     base_temperature: float = 0.7
+    ideas: str = "all"  # improvement idea pool (search.ideas.IDEA_POOLS)
     name: str = "greedy"
 
     def __post_init__(self) -> None:
@@ -69,7 +70,7 @@ class GreedyPolicy:
             siblings = len(journal.children(best.node_id))
             siblings += taken.get((Operator.IMPROVE, best.node_id), 0)
             return Proposal(Operator.IMPROVE, best.node_id, self.base_temperature,
-                            idea=improve_idea(siblings))
+                            idea=improve_idea(siblings, self.ideas))
         if debuggable:
             leaf = self._rng.choice(debuggable)
             return Proposal(Operator.DEBUG, leaf.node_id, self.base_temperature)

@@ -1,7 +1,10 @@
 """Idea pools that steer a small model: one model family per draft, one change per improve.
 
 Policies pick from these by counting siblings (finished and in flight), so concurrent
-workers get different ideas even when the model decodes at low temperature.
+workers get different ideas even when the model decodes at low temperature. With the engine's
+floor on (search/floor.py), tuning, other model families and ensembles are the engine's own
+work, so improvements ask for what only the model can do: features from reasoning about the
+columns (CAAFE-style, seed 001).
 """
 
 from __future__ import annotations
@@ -25,9 +28,22 @@ IMPROVE_IDEAS = (
 )
 
 
+FEATURE_IDEAS = (
+    "add a few engineered features (ratios, products or sums of numeric columns)",
+    "add ratios or differences of the numeric columns most related to the target",
+    "handle skew: log-transform skewed numeric features",
+    "add group statistics: the mean of an important numeric column within each value of a "
+    "text column",
+    "add counts: how often each value of a text column occurs, as a new numeric column",
+    "add an interaction feature of the two columns that matter most",
+)
+IDEA_POOLS = {"all": IMPROVE_IDEAS, "features": FEATURE_IDEAS}
+
+
 def draft_idea(index: int) -> str:
     return DRAFT_IDEAS[index % len(DRAFT_IDEAS)]
 
 
-def improve_idea(index: int) -> str:
-    return IMPROVE_IDEAS[index % len(IMPROVE_IDEAS)]
+def improve_idea(index: int, pool: str = "all") -> str:
+    ideas = IDEA_POOLS[pool]
+    return ideas[index % len(ideas)]

@@ -217,6 +217,7 @@ class MCTSPolicy:
     debug_prob: float = 0.5
     max_debug_depth: int = 3
     base_temperature: float = 0.7
+    ideas: str = "all"  # improvement idea pool (search.ideas.IDEA_POOLS)
     exploration: float = 1.0
     virtual_loss: float = 1.0
     widening_k: float = 1.0
@@ -283,7 +284,7 @@ class MCTSPolicy:
         assert node is not None
         if node.is_ok:
             return Proposal(Operator.IMPROVE, node.node_id, self.base_temperature,
-                            idea=improve_idea(tree.n_children[i]))
+                            idea=improve_idea(tree.n_children[i], self.ideas))
         depth = tree.debug_depth[i] + 1
         # Seed 002: a debug that failed once needs a different idea, so sample wider.
         temperature = min(1.2, self.base_temperature + 0.15 * depth)

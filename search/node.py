@@ -98,6 +98,9 @@ class Node:
     # JSON list of its sandbox runs: [fold (-1: all folds in one run), executor, started at,
     # seconds]; the timeline draws executor time from it
     runs: str = ""
+    # JSON of the literal PARAMS dict of its model code ("" when it has none): what the
+    # engine's Optuna trials of this node vary (search/floor.py)
+    params: str = ""
 
     @property
     def is_ok(self) -> bool:

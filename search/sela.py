@@ -257,6 +257,7 @@ class SelaPolicy:
     debug_prob: float = 0.5
     max_debug_depth: int = 3
     base_temperature: float = 0.7
+    ideas: str = "all"  # accepted like num_drafts; SELA's ideas come from its insight pools
     exploration: float = 1.4
     unvisited: float = 0.8
     children: int = 5

@@ -110,3 +110,31 @@ def test_a_requeued_trial_from_an_earlier_start_is_a_plain_result() -> None:
     floor = Floor(seed=0, portfolio=False)
     floor.observe(finished(proposal, "late", 0, 0.4))
     assert [t.value for t in floor._study("lgbm").trials] == [0.4]
+
+
+def test_an_llm_node_with_params_is_tuned_around_its_own_values() -> None:
+    from search.floor import node_params, space_around
+
+    params = {"n_estimators": 200, "learning_rate": 0.05, "max_depth": 1, "loss": "huber",
+              "verbose": False, "alpha": 2.5}
+    space = space_around(params)
+    assert set(space) == {"n_estimators", "learning_rate", "alpha"}  # 1, str, bool stay fixed
+    assert (space["n_estimators"].low, space["n_estimators"].high) == (50, 800)
+    assert space["learning_rate"].high == 0.1 and space["alpha"].high == 10.0
+    llm = Node(node_id="llm", parent_id=None, operator=Operator.IMPROVE, status=Status.OK,
+               metric=0.95, metric_raw=0.95, params=json.dumps(params),
+               code="# ---- model code (written by the LLM) ----\n")
+    assert node_params(llm) == params
+    floor = Floor(seed=0, portfolio=False, ensembles=False)
+    journal = Journal([Node(node_id="base", parent_id=None, operator=Operator.BASELINE,
+                            status=Status.OK, metric=0.5, metric_raw=0.5), llm])
+    proposal = floor.propose(journal, {}, executor_free=True)
+    assert proposal is not None and proposal.operator is Operator.TUNE
+    assert proposal.parent_id == "llm" and proposal.family == ""  # it beats the lgbm family
+    assert set(proposal.param_dict) == {"n_estimators", "learning_rate", "alpha"}
+    assert Proposal.from_hint(Operator.TUNE, "llm", 0.0, proposal.hint) == proposal
+    journal.add(Node(node_id="trial", parent_id="llm", operator=Operator.TUNE,
+                     status=Status.OK, hint=proposal.hint, metric=0.97, metric_raw=0.97,
+                     step=2))
+    floor.propose(journal, {}, executor_free=False)
+    assert [t.value for t in floor._study("node:llm").trials] == [0.95, 0.97]

@@ -254,3 +254,28 @@ def test_llm_code_runs_fold_zero_first_then_the_rest_and_fails_fast(task: Prepar
     done = failing.next()
     assert isinstance(done, Done) and done.node.status is Status.BUGGY
     assert done.node.error == "KeyError: 'x'" and len(json.loads(done.node.runs)) == 1
+
+
+def test_a_trial_of_an_llm_node_changes_only_its_params_and_runs_fold_by_fold(
+        task: PreparedTask) -> None:
+    from operators.harness import assemble as wrap
+    from operators.params import read_params
+
+    search = context(task)
+    model = ("from sklearn.linear_model import Ridge\n\nPARAMS = {'alpha': 1.0}\n\n\n"
+             "def fit_predict(X, y, X_valid, X_test):\n"
+             "    model = Ridge(**PARAMS).fit(X, y)\n"
+             "    return model.predict(X_valid), model.predict(X_test)\n")
+    parent = Node(node_id="llm", parent_id=None, operator=Operator.DRAFT, status=Status.OK,
+                  code=wrap(search.ctx, model), metric=-1.0, metric_raw=1.0)
+    search.journal.add(parent)
+    step = Step(Proposal(Operator.TUNE, "llm", 0.0, idea="node llm trial 3",
+                         params=(("alpha", 0.25),)), search)
+    run = step.next()
+    assert isinstance(run, Execute) and run.folds == (0,)  # LLM-written code: fold by fold
+    assert read_params(step.code.split("# ---- model code (written by the LLM) ----")[1]) == {
+        "alpha": 0.25}
+    assert step.code.replace("0.25", "1.0") == parent.code
+    assert "node llm" in step.plan
+    node = step.kill(DEADLINE_ERROR).node
+    assert json.loads(node.params) == {"alpha": 0.25} and node.depth == 1
