@@ -381,6 +381,7 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
             workers.close()
         ray.shutdown()
     facts = summary_facts(journal, all_tests, spent)
+    facts["folds"] = (store.load_folds() or make_folds(task, 1)).k
     store.update_manifest(spent=spent, result=facts, selection=selection)
     facts["request_warnings"] = manifest.get("request_warnings", [])
     facts["selection"] = selection

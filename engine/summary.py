@@ -120,7 +120,12 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
         *([("constraints", "; ".join(journal.constraints.describe())
             + f" ({facts.get('excluded_by_constraints', 0)} ok nodes excluded)")]
           if journal.constraints else []),
-        ("nodes", f"{len(journal)} ({counts or 'none'})"),
+        *([("valid scores", f"out of fold: {facts['folds']}-fold cross-validation of train + "
+                            "valid" if facts["folds"] > 1 else "the holdout: learn from "
+                            "train, score on valid")] if facts.get("folds") else []),
+        ("nodes", f"{len(journal)} ({counts or 'none'}); "
+                  + ", ".join(f"{op} {n}" for op, n in Counter(
+                      node.operator.value for node in journal).most_common())),
         ("drafts that ran without a debug step",
          f"{facts.get('drafts_ok_without_debug', 0)} of {facts.get('drafts_run', 0)}"),
         ("tokens", f"{prompt + completion} ({prompt} prompt, {completion} completion), "
