@@ -10,6 +10,7 @@ node: Parquet, the Journal, the policy, the live view.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -49,6 +50,8 @@ from search.journal import Journal
 from search.node import Node, Operator
 from search.policy import InFlightKey, Policy, Proposal
 
+# Nodes whose predictions stay in memory for ensemble selection, which chooses among the 20 best.
+KEPT_IN_MEMORY = 50
 # An LLM actor that dies (or hangs past llm_timeout) is replaced; this many replacements in a
 # row without one good reply from that actor means the backend itself is broken: stop loudly
 # instead of losing every node of the run.
@@ -179,6 +182,17 @@ class SearchLoop:
     @property
     def ctx(self) -> TaskContext:
         return self.search.ctx
+
+    def _keep(self, node: Node, predictions: HeldOut) -> None:
+        """Hold a node's predictions in memory for ensemble selection; only the best
+        KEPT_IN_MEMORY (of a long run on large data they would fill the driver's memory; the
+        rest stay on disk in preds/)."""
+        kept = self.search.predictions
+        kept[node.node_id] = predictions
+        if len(kept) > KEPT_IN_MEMORY:
+            score = {i: self.journal.get(i).metric if i in self.journal else None for i in kept}
+            score[node.node_id] = node.metric
+            del kept[min(kept, key=lambda i: _or_worst(score[i]))]
 
     def _keep_predictions(self, store: RunStore) -> None:
         """What the scored nodes of an earlier start predicted, for ensemble selection."""
@@ -448,7 +462,7 @@ class SearchLoop:
         previous_best = self.journal.best()
         try:
             if predictions is not None:
-                self.search.predictions[node.node_id] = predictions
+                self._keep(node, predictions)
                 # Before the node's row: a stored scored node always has its predictions.
                 valid_csv = frame_csv(self.search.task, predictions.valid)
                 test_csv = frame_csv(self.search.task, predictions.test)
@@ -488,6 +502,10 @@ class SearchLoop:
         for step in dict.fromkeys(steps):  # a step with several runs in flight: killed once
             if not step.over:
                 self._record(step, step.kill(reason))
+
+
+def _or_worst(metric: float | None) -> float:
+    return -math.inf if metric is None else metric
 
 
 def _short(exc: BaseException) -> str:
