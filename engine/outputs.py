@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.runs import Run, open_run
-from engine.summary import FILES, cost
+from engine.summary import FILES, busy_shares, cost, worker_spans
 from search.journal import Journal
 from search.metric import METRICS
 from search.node import Node, Operator, Status
@@ -593,24 +593,9 @@ def _plot_status(figure: Any, rows: list[dict[str, Any]], journal: Journal,
 
 def _plot_timeline(figure: Any, rows: list[dict[str, Any]], journal: Journal,
                    tests: dict[str, float | None], metric: str, t0: float) -> Any:
-    # (kind, worker name) -> (start, seconds, colour); LLM rows sort before executor rows.
-    spans: dict[tuple[str, str], list[tuple[float, float, str]]] = {}
-    for row in rows:
-        start = _start(row) - t0
-        if row["llm_actor"] and (row["llm_seconds"] or 0.0) > 0:
-            spans.setdefault(("llm", row["llm_actor"]), []).append(
-                (start, float(row["llm_seconds"]), "#3b7dd8"))
-        colour = STATUS_COLOURS.get(row["status"], "#999")
-        if row.get("runs"):  # one span per sandbox run (a fold, or every fold in one run)
-            for _fold, executor, started, seconds in json.loads(row["runs"]):
-                if executor:
-                    spans.setdefault(("exec", executor), []).append(
-                        (float(started) - t0, float(seconds), colour))
-        elif row["executor"] and (row["exec_seconds"] or 0.0) > 0:
-            end = float(row["finished_at"] or 0.0) - t0
-            seconds = float(row["exec_seconds"])
-            spans.setdefault(("exec", row["executor"]), []).append(
-                (end - seconds, seconds, colour))
+    spans = {worker: [(start - t0, seconds, STATUS_COLOURS.get(status, "#999") if
+                       worker[0] == "exec" else "#3b7dd8") for start, seconds, status in bars]
+             for worker, bars in worker_spans(journal).items()}
     workers = sorted(spans, key=lambda w: (w[0] != "llm", w[1]))
     fig = figure(figsize=(12, 1.2 + 0.55 * max(1, len(workers))))
     ax = fig.subplots()
@@ -619,13 +604,13 @@ def _plot_timeline(figure: Any, rows: list[dict[str, Any]], journal: Journal,
         _empty(ax, "no worker activity recorded")
         return fig
     end = max(float(r["finished_at"] or 0.0) - t0 for r in rows) or 1.0
+    shares = busy_shares(journal)
     labels = []
     for i, worker in enumerate(workers):
         bars = spans[worker]
         ax.broken_barh([(s, max(w, end / 2000)) for s, w, _ in bars], (i - 0.35, 0.7),
                        facecolors=[c for _, _, c in bars], edgecolor="none")
-        busy = sum(w for _, w, _ in bars)
-        labels.append(f"{worker[1]} ({100 * busy / end:.0f}% busy)")
+        labels.append(f"{worker[1]} ({shares.get(worker[1], 0.0):.0%} busy)")
     ax.set_yticks(range(len(workers)))
     ax.set_yticklabels(labels)
     ax.set_ylim(-0.6, len(workers) - 0.4)

@@ -6,6 +6,7 @@ The facts are gathered here once and rendered twice: as Markdown into `summary.m
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -68,6 +69,43 @@ def top_errors(journal: Journal, n: int = TOP_ERRORS) -> list[tuple[str, int]]:
     ).most_common(n)
 
 
+Span = tuple[float, float, str]  # (start time, seconds, node status)
+
+
+def worker_spans(journal: Journal) -> dict[tuple[str, str], list[Span]]:
+    """What each worker did, as the run's own timeline: ("llm", actor) -> the generation time
+    of each node it served (from the node's creation), ("exec", executor) -> each sandbox run
+    (every fold's run of a node on the executor that ran it)."""
+    spans: dict[tuple[str, str], list[Span]] = {}
+    for node in journal:
+        if node.llm_actor and node.llm_seconds > 0:
+            spans.setdefault(("llm", node.llm_actor), []).append(
+                (node.created_at, node.llm_seconds, node.status.value))
+        if node.runs:
+            for _fold, executor, started, seconds in json.loads(node.runs):
+                if executor:
+                    spans.setdefault(("exec", executor), []).append(
+                        (float(started), float(seconds), node.status.value))
+        elif node.executor and node.exec_seconds > 0:  # a node stored before `runs`
+            spans.setdefault(("exec", node.executor), []).append(
+                (node.finished_at - node.exec_seconds, node.exec_seconds, node.status.value))
+    return spans
+
+
+def busy_shares(journal: Journal) -> dict[str, float]:
+    """Each worker's share of the run's wall time spent working (first node's creation to
+    the last node's end), LLM actors first."""
+    nodes = [n for n in journal if n.finished_at]
+    if not nodes:
+        return {}
+    start = min(n.created_at or n.finished_at for n in nodes)
+    wall = max(n.finished_at for n in nodes) - start
+    spans = worker_spans(journal)
+    return {worker: min(1.0, sum(s for _, s, _ in bars) / wall) if wall > 0 else 0.0
+            for (_, worker), bars in sorted(spans.items(), key=lambda w: (w[0][0] != "llm",
+                                                                          w[0][1]))}
+
+
 def summary_facts(journal: Journal, tests: dict[str, float | None],
                   spent: dict[str, Any]) -> dict[str, Any]:
     best = journal.final()
@@ -83,6 +121,7 @@ def summary_facts(journal: Journal, tests: dict[str, float | None],
         "drafts_run": len(ran),
         "excluded_by_constraints": len(journal.excluded_nodes),
         "flagged": sum(bool(n.flags) for n in journal),
+        "busy": busy_shares(journal),
         **spent,
     }
 
@@ -132,6 +171,8 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
                    f"LLM {facts.get('llm_seconds', 0.0):.0f}s"),
         ("time", f"{facts.get('seconds', 0.0):.0f}s of a {facts.get('budget', 0.0):.0f}s "
                  f"budget{stopped}"),
+        *([("workers busy", ", ".join(f"{w} {share:.0%}" for w, share in facts["busy"].items()))]
+          if facts.get("busy") else []),
     ]
 
 
