@@ -50,6 +50,9 @@ from search.journal import Journal
 from search.node import Node, Operator
 from search.policy import InFlightKey, Policy, Proposal
 
+# A floor run may take a fifth of the budget, at least this many seconds: a trial slower than
+# that is not worth the executor in a short run.
+FLOOR_SECONDS = 60.0
 # Nodes whose predictions stay in memory for ensemble selection, which chooses among the 20 best.
 KEPT_IN_MEMORY = 50
 # An LLM actor that dies (or hangs past llm_timeout) is replaced; this many replacements in a
@@ -147,7 +150,8 @@ class SearchLoop:
         self.on_node = on_node
         self.llm_timeout = llm_timeout
         self.search = SearchContext(task, ctx, journal, store.run_id, policy.name,
-                                    exec_timeout, reflect, folds=folds)
+                                    exec_timeout, max(FLOOR_SECONDS, budget.seconds / 5),
+                                    reflect, folds=folds)
         self.stats = LoopStats(nodes=len(journal))
         self.floor = floor  # the engine's own work for idle executors; None: LLM work only
         self._keep_predictions(store)
@@ -310,10 +314,10 @@ class SearchLoop:
                 self._start(proposal, 0)
 
     def _generate_ahead(self) -> None:
-        """Generate ahead while code waiting for executors stays under one per executor: a
-        slow LLM then never leaves executors idle, and waiting code is at most one round
-        stale."""
-        while (self._free_llm() and self._new_code_waiting() < self._execs.size
+        """Generate ahead while code waiting for its first run stays under two per executor
+        (one may wait for the floor's run in progress to end): the LLM then never waits for
+        the executors, and waiting code is at most one round stale."""
+        while (self._free_llm() and self._new_code_waiting() < 2 * self._execs.size
                and self._n_queued() < self._n_llm_slots):
             if not self._room():
                 return

@@ -83,6 +83,9 @@ class SearchContext:
     run_id: str = ""
     policy: str = ""
     exec_timeout: float = 300.0
+    # Seconds one run of the floor's own code may take (a slow trial must not hold the
+    # executor for a large part of a short budget); None: exec_timeout.
+    floor_seconds: float | None = None
     reflect: bool = False  # --reflect: a reflection call before every debug and improve step
     # A reply repeating code already in the Journal or running is not run again (seed 002);
     # a replay benchmark, measuring each sample as it runs, turns this off.
@@ -226,6 +229,8 @@ class Step:
         candidate, so it gets less time than one."""
         if self.operator is Operator.ANALYZE:
             return min(self.search.exec_timeout, ANALYSIS_SECONDS)
+        if self.operator in (Operator.PORTFOLIO, Operator.TUNE) and self.search.floor_seconds:
+            return min(self.search.exec_timeout, self.search.floor_seconds)
         return self.search.exec_timeout
 
     def next(self) -> Need:
