@@ -149,6 +149,10 @@ class RunConfig:
         "(Reflexion); the answer goes into the step's prompt"))
     quiet: bool = field(default=False, metadata=_flag(
         "plain log lines instead of the live display"))
+    weak_isolation: bool = field(default=False, metadata=_flag(
+        "run candidate scripts even where bubblewrap is missing or cannot start: under "
+        "`unshare -n` and resource limits, or the limits alone, where they could read the "
+        "run's hidden labels (the manifest and summary say so)"))
     # LLM drafts before improving; None: 3, or 1 with the floor on (its portfolio already
     # holds the model families a draft would try).
     num_drafts: int | None = None

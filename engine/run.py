@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.metadata
+import logging
 import os
 import sys
 import time
@@ -40,6 +41,7 @@ from engine.summary import summary_facts, write_summary
 from engine.task import PreparedTask, TaskSpec, prepare_task
 from operators.analyst import analysis_findings, next_analysis
 from operators.context import TaskContext
+from sandbox import isolation_mode
 from search.constraints import Constraints
 from search.errors import BackendError, EngineError, StoreError, UserError, exit_code
 from search.floor import Floor
@@ -202,6 +204,10 @@ def start_ray(config: RunConfig) -> None:
             pool.shutdown(wait=False)
         return
 
+    # A private cluster keeps the token authentication Ray turns on by itself; its notice that
+    # it did so is not the user's business (the engine's own lines come first).
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+        logging.ERROR)
     cores = os.cpu_count() or 2
     actors = config.executors + config.llm_replicas * len(config.routes.specs)
     # "local" starts a private cluster even when another Ray runs on this machine.
@@ -210,9 +216,24 @@ def start_ray(config: RunConfig) -> None:
              configure_logging=False)
 
 
+def check_isolation(config: RunConfig) -> str:
+    """The sandbox's isolation on this machine. Without bubblewrap a candidate could read the
+    run's hidden labels, so a local run stops unless that was accepted (a cluster's executors
+    run on other machines, which cluster/node.sh sets up with bubblewrap)."""
+    mode = isolation_mode()
+    if mode != "bwrap" and not config.weak_isolation and not config.address:
+        raise UserError(
+            f"candidate scripts would run with {mode} isolation, which cannot hide the run's "
+            "labels from them (bubblewrap is missing or cannot start here); install it with "
+            "`bash setup.sh` (or: sudo apt-get install bubblewrap), or pass --weak-isolation "
+            "to accept that")
+    return mode
+
+
 def new_run(config: RunConfig, console: Console) -> Path:
     if config.data is None or config.target is None:  # validate() guarantees both
         raise UserError("no data: pass --data FILE.csv --target COLUMN")
+    isolation = check_isolation(config)
     constraints = Constraints.from_mapping(config.to_json())
     text = config.description
     if constraints:  # every prompt's task statement then names the limits
@@ -228,12 +249,10 @@ def new_run(config: RunConfig, console: Console) -> Path:
     from engine.placement import llm_options
 
     options = llm_options(config)
-    from sandbox import isolation_mode
-
     folds = make_folds(task, config.folds, split_seed)
     store = RunStore.create(config.out, task, {
         "config": config.to_json(), "target": task.target, "task_type": task.task_type,
-        "metric": task.metric.name, "versions": versions(), "isolation": isolation_mode(),
+        "metric": task.metric.name, "versions": versions(), "isolation": isolation,
         "request_warnings": warnings, "starts": [], "spent": {}, "folds": folds.k,
     }, folds)
     write_task_yaml(store.root, config, task.metric.name)
@@ -276,6 +295,7 @@ def resume_run(run_dir: Path, args: argparse.Namespace, console: Console) -> Pat
             raise UserError(f"{run_dir} has used its {saved.budget:.0f}s budget; "
                             "pass --budget to give it more, e.g. --budget 30m")
     config = merge(saved, flags).validate()
+    store.update_manifest(isolation=check_isolation(config))
     from engine.placement import llm_options
 
     options = llm_options(config)
@@ -382,6 +402,7 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
         ray.shutdown()
     facts = summary_facts(journal, all_tests, spent)
     facts["folds"] = (store.load_folds() or make_folds(task, 1)).k
+    facts["isolation"] = store.manifest().get("isolation", "")
     store.update_manifest(spent=spent, result=facts, selection=selection)
     facts["request_warnings"] = manifest.get("request_warnings", [])
     facts["selection"] = selection

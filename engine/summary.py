@@ -145,6 +145,9 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
     stopped = f"; stopped by {facts['stopped_by']}" if facts.get("stopped_by") else ""
     return [
         ("task", f"predict `{target}` ({task_type}), metric {metric} ({direction} is better)"),
+        *([("isolation", f"{facts['isolation']}, not bubblewrap: candidate scripts could read "
+                         "the hidden labels (accepted with --weak-isolation)")]
+          if facts.get("isolation") not in (None, "", "bwrap") else []),
         (f"answer's valid {metric}",
          _fmt(facts.get("best_valid"))
          + (f" (node {best.node_id}, {best.operator.value})" if best else
