@@ -1,6 +1,7 @@
 """The engine: a run from the command line to its outputs.
 
-- `run`: the `python -m engine.run` command (new runs, resume, the final selection).
+- `run`: the `python -m engine.run` command (new runs, resume, the final selection); `api`:
+  the same from Python (`fit`, `load`, a predictor).
 - `config`: the typed run configuration; each field that is a flag declares it.
 - `request`: a task written in words, resolved to a configuration.
 - `task`: reading, checking, splitting and describing the data.
@@ -15,6 +16,6 @@
 - `predict`, `export`: new rows scored by the best solution; fine-tuning data from runs.
 """
 
-__all__ = ["config", "export", "feasibility", "loop", "outputs", "placement", "predict",
+__all__ = ["api", "config", "export", "feasibility", "loop", "outputs", "placement", "predict",
            "request", "run", "runs", "scoring", "select", "show", "step", "store", "summary",
            "task"]
