@@ -10,7 +10,6 @@ node: Parquet, the Journal, the policy, the live view.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -21,13 +20,8 @@ import ray
 
 from actors.pool import ActorPool, Call
 from engine.folds import Folds
-from engine.scoring import (
-    HeldOut,
-    SubmissionError,
-    frame_csv,
-    read_submission,
-    submission_metric,
-)
+from engine.runs import kept_predictions
+from engine.scoring import frame_csv
 from engine.step import (
     ALL_FOLDS,
     DEADLINE_ERROR,
@@ -53,8 +47,6 @@ from search.policy import InFlightKey, Policy, Proposal
 # A floor run may take a fifth of the budget, at least this many seconds: a trial slower than
 # that is not worth the executor in a short run.
 FLOOR_SECONDS = 60.0
-# Nodes whose predictions stay in memory for ensemble selection, which chooses among the 20 best.
-KEPT_IN_MEMORY = 50
 # An LLM actor that dies (or hangs past llm_timeout) is replaced; this many replacements in a
 # row without one good reply from that actor means the backend itself is broken: stop loudly
 # instead of losing every node of the run.
@@ -154,7 +146,9 @@ class SearchLoop:
                                     reflect, folds=folds)
         self.stats = LoopStats(nodes=len(journal))
         self.floor = floor  # the engine's own work for idle executors; None: LLM work only
-        self._keep_predictions(store)
+        for node, kept in kept_predictions(store, self.search.task, journal,
+                                           len(self.search.fold_plan.held_out)):
+            self.search.keep(node, kept)  # an earlier start's, for ensemble selection
         pool_of = {name: (llm_pools or {}).get(name, "") for _, name in llm_slots}
         self._llms: dict[str, ActorPool[Step]] = {
             pool: ActorPool([s for s in llm_slots if pool_of[s[1]] == pool], kind="LLM",
@@ -186,35 +180,6 @@ class SearchLoop:
     @property
     def ctx(self) -> TaskContext:
         return self.search.ctx
-
-    def _keep(self, node: Node, predictions: HeldOut) -> None:
-        """Hold a node's predictions in memory for ensemble selection; only the best
-        KEPT_IN_MEMORY (of a long run on large data they would fill the driver's memory; the
-        rest stay on disk in preds/)."""
-        kept = self.search.predictions
-        kept[node.node_id] = predictions
-        if len(kept) > KEPT_IN_MEMORY:
-            score = {i: self.journal.get(i).metric if i in self.journal else None for i in kept}
-            score[node.node_id] = node.metric
-            del kept[min(kept, key=lambda i: _or_worst(score[i]))]
-
-    def _keep_predictions(self, store: RunStore) -> None:
-        """What the scored nodes of an earlier start predicted, for ensemble selection."""
-        search, held = self.search, len(self.search.fold_plan.held_out)
-        for node in self.journal:
-            if node.metric is None or node.node_id in search.predictions:
-                continue
-            try:
-                valid = read_submission(search.task, store.read_predictions(node.node_id,
-                                                                             "valid"),
-                                        "valid", held)
-                test = read_submission(search.task, store.read_predictions(node.node_id,
-                                                                            "test"), "test")
-            except SubmissionError:
-                continue  # kept before folds, or not at all: not a candidate
-            search.predictions[node.node_id] = HeldOut(
-                valid, test, node.metric_raw or 0.0,
-                submission_metric(search.task, test, search.task.test_y))
 
     # ---- public ------------------------------------------------------------------------
 
@@ -466,7 +431,7 @@ class SearchLoop:
         previous_best = self.journal.best()
         try:
             if predictions is not None:
-                self._keep(node, predictions)
+                self.search.keep(node, predictions)
                 # Before the node's row: a stored scored node always has its predictions.
                 valid_csv = frame_csv(self.search.task, predictions.valid)
                 test_csv = frame_csv(self.search.task, predictions.test)
@@ -506,10 +471,6 @@ class SearchLoop:
         for step in dict.fromkeys(steps):  # a step with several runs in flight: killed once
             if not step.over:
                 self._record(step, step.kill(reason))
-
-
-def _or_worst(metric: float | None) -> float:
-    return -math.inf if metric is None else metric
 
 
 def _short(exc: BaseException) -> str:

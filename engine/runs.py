@@ -8,10 +8,12 @@ measurements) and with the final selection the manifest records.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.scoring import HeldOut, SubmissionError, read_submission, submission_metric
 from engine.store import RunStore
 from engine.task import PreparedTask
 from search.constraints import Constraints
@@ -58,6 +60,23 @@ def open_run(root: Path) -> Run:
                       constraints=Constraints.from_mapping(manifest.get("config", {})))
     apply_selection(journal, manifest)
     return Run(store, rows, journal, tests, manifest)
+
+
+def kept_predictions(store: RunStore, task: PreparedTask, journal: Journal,
+                     held_out: int) -> Iterator[tuple[Node, HeldOut]]:
+    """What the scored nodes of a stored run predicted (held-out rows, test rows), as the
+    step scored them; a node kept before folds, or without predictions, is left out."""
+    for node in journal:
+        if node.metric is None:
+            continue
+        try:
+            valid = read_submission(task, store.read_predictions(node.node_id, "valid"),
+                                    "valid", held_out)
+            test = read_submission(task, store.read_predictions(node.node_id, "test"), "test")
+        except SubmissionError:
+            continue
+        yield node, HeldOut(valid, test, node.metric_raw or 0.0,
+                            submission_metric(task, test, task.test_y))
 
 
 def apply_selection(journal: Journal, manifest: dict[str, Any]) -> None:

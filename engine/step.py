@@ -19,6 +19,7 @@ Per operator:
 from __future__ import annotations
 
 import json
+import math
 import secrets
 import time
 from collections.abc import Callable
@@ -67,6 +68,8 @@ from search.sela import encode_insights
 
 DEADLINE_ERROR = "stopped at the budget deadline"
 STOPPED_ERROR = "stopped by the user"
+# Nodes whose predictions stay in memory: ensemble selection chooses among the 20 best.
+KEPT_IN_MEMORY = 50
 ENGINE_WRITTEN = (Operator.BASELINE, Operator.ENSEMBLE, Operator.PORTFOLIO, Operator.TUNE)
 BASELINE_PLAN = "LightGBM with default settings on prepared features (engine baseline)"
 
@@ -105,6 +108,18 @@ class SearchContext:
     def fold_plan(self) -> Folds:
         assert self.folds is not None  # set in __post_init__
         return self.folds
+
+    def keep(self, node: Node, predictions: HeldOut) -> None:
+        """Hold a scored node's predictions for ensemble selection; only the best
+        KEPT_IN_MEMORY (on large data a long run's would fill the driver's memory; all stay
+        on disk in preds/)."""
+        self.predictions[node.node_id] = predictions
+        if len(self.predictions) > KEPT_IN_MEMORY:
+            journal = self.journal
+            score = {i: journal.get(i).metric if i in journal else None
+                     for i in self.predictions}
+            score[node.node_id] = node.metric
+            del self.predictions[min(self.predictions, key=lambda i: _or_worst(score[i]))]
 
     def inputs(self, fold: int) -> dict[str, bytes]:
         """The input/ folder of a run of `fold` (ALL_FOLDS: engine-written code only)."""
@@ -503,6 +518,10 @@ class Step:
         )
         self._done = Done(node, predictions.test_raw if predictions else None, predictions)
         return self._done
+
+
+def _or_worst(metric: float | None) -> float:
+    return -math.inf if metric is None else metric
 
 
 def _params_json(code: str) -> str:
