@@ -31,7 +31,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("lgbm", "LightGBM gradient boosting", (
         ("n_estimators", "log_int", 50, 600),
         ("learning_rate", "log_float", 0.01, 0.3),
-        ("num_leaves", "log_int", 4, 96),
+        ("num_leaves", "log_int", 4, 128),
         ("min_child_samples", "log_int", 2, 60),
         ("subsample", "float", 0.5, 1.0),
         ("colsample_bytree", "float", 0.3, 1.0),
