@@ -56,6 +56,12 @@ API_HINTS = (
         "y_valid", "y_val", "y_test", "y_true")),
     ("def prepare(", "`prepare` is already defined by the engine: call it, and never define a "
      "function named `prepare` yourself."),
+    ("'ellipsis' object is not callable", "`...` in the example stands for a model class: "
+     "write one, e.g. `model = lgb.LGBMRegressor(**PARAMS)`."),
+    ("argument after ** must be a mapping", "PARAMS must be a dict of the model's "
+     "hyperparameters, e.g. `PARAMS = {\"n_estimators\": 300}`."),
+    ("got an unexpected keyword argument", "A key of PARAMS is not a parameter of the model: "
+     "keep only the ones its class takes."),
     ("Parameter grid for parameter", "Every value of a GridSearchCV param_grid must be a list "
      "(`{'max_depth': [3, 5]}`); fixed settings go into the estimator itself."),
 )

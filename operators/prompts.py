@@ -46,7 +46,7 @@ def _prefix(ctx: TaskContext) -> str:
         + "# What you write\n"
         "Only the model code: imports, the model's hyperparameters and one function\n"
         "```python\n"
-        "PARAMS = {...}  # every hyperparameter of the model: numbers and strings\n\n\n"
+        "PARAMS = {}  # every hyperparameter of the model, e.g. {\"n_estimators\": 300}\n\n\n"
         "def fit_predict(X, y, X_valid, X_test):\n"
         "    X, X_valid, X_test = prepare(X, X_valid, X_test)\n"
         "    model = ...(**PARAMS)  # choose a model\n"
