@@ -222,3 +222,22 @@ def test_embedded_json_survives_markup_in_code(tmp_path: Path) -> None:
     assert html.count("</script>") == 2  # the data block's end and the code block's end
     (record,) = embedded_data(html)["nodes"]
     assert record["code"].startswith(NASTY_CODE)
+
+
+def test_worker_time_counts_every_fold_run_on_its_executor() -> None:
+    import json as _json
+
+    from engine.summary import busy_shares, worker_spans
+    from search.journal import Journal
+    from search.node import Node, Operator, Status
+
+    runs = [[0, "exec-0", 10.0, 2.0], [1, "exec-1", 12.0, 3.0], [2, "exec-0", 13.0, 1.0]]
+    node = Node(node_id="a", parent_id=None, operator=Operator.DRAFT, status=Status.OK,
+                llm_actor="llm-0", llm_seconds=8.0, created_at=5.0, finished_at=25.0,
+                runs=_json.dumps(runs), executor="exec-0", exec_seconds=6.0)
+    old = Node(node_id="b", parent_id=None, operator=Operator.DRAFT, status=Status.BUGGY,
+               executor="exec-1", exec_seconds=1.0, created_at=15.0, finished_at=20.0)
+    spans = worker_spans(Journal([node, old]))
+    assert spans[("exec", "exec-0")] == [(10.0, 2.0, "ok"), (13.0, 1.0, "ok")]
+    assert spans[("exec", "exec-1")] == [(12.0, 3.0, "ok"), (19.0, 1.0, "buggy")]
+    assert busy_shares(Journal([node, old])) == {"llm-0": 0.4, "exec-0": 0.15, "exec-1": 0.2}
