@@ -16,7 +16,6 @@ where one fit is already slow.
 
 from __future__ import annotations
 
-import io
 import json
 import warnings
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import KFold, StratifiedKFold
 
-from engine.task import PreparedTask
+from engine.task import PreparedTask, csv_bytes
 
 HOLDOUT = 1
 FOLD_ROWS = ((20_000, 5), (100_000, 3))  # (dev rows at most, folds)
@@ -107,12 +106,6 @@ def make_folds(task: PreparedTask, k: int | None = None, seed: int = 0) -> Folds
     return Folds(k, seed, fold_of)
 
 
-def _csv(frame: pd.DataFrame) -> bytes:
-    buffer = io.StringIO()
-    frame.to_csv(buffer, index=False)
-    return buffer.getvalue().encode()
-
-
 def fold_inputs(task: PreparedTask, folds: Folds, fold: int) -> dict[str, bytes]:
     """The input/ folder of one fold's run: learn from the rows outside the fold (with labels),
     predict the fold's rows (without) and the test rows (without)."""
@@ -121,8 +114,8 @@ def fold_inputs(task: PreparedTask, folds: Folds, fold: int) -> dict[str, bytes]
         return task.inputs()  # byte for byte the task's own train/valid/test files
     held = dev.iloc[folds.rows(fold)].drop(columns=[task.target])
     return {
-        "train.csv": _csv(dev.iloc[folds.learn_rows(fold)]),
-        "valid.csv": _csv(held),
+        "train.csv": csv_bytes(dev.iloc[folds.learn_rows(fold)]),
+        "valid.csv": csv_bytes(held),
         "test.csv": task.split_files["test.csv"],
         "description.md": task.description.encode("utf-8"),
     }
@@ -133,8 +126,8 @@ def all_folds_inputs(task: PreparedTask, folds: Folds) -> dict[str, bytes]:
     row with its label and its fold. Never given to LLM-written code, whose every fold is its
     own sandbox run that sees no label of the rows it predicts."""
     return {
-        "train.csv": _csv(dev_frame(task)),
-        FOLDS_FILE: _csv(pd.DataFrame({"fold": folds.fold_of})),
+        "train.csv": csv_bytes(dev_frame(task)),
+        FOLDS_FILE: csv_bytes(pd.DataFrame({"fold": folds.fold_of})),
         "test.csv": task.split_files["test.csv"],
         "description.md": task.description.encode("utf-8"),
     }

@@ -25,7 +25,7 @@ import pandas as pd
 from engine.folds import HOLDOUT, Folds, dev_frame
 from engine.runs import open_run
 from engine.scoring import SubmissionError, combine_predictions, frame_csv, read_submission
-from engine.task import PreparedTask
+from engine.task import PreparedTask, csv_bytes
 from sandbox import Limits, SandboxError, run_script
 from search.errors import EngineError, UserError, exit_code
 
@@ -86,14 +86,10 @@ def training_sets(task: PreparedTask, folds: Folds | None, refit: bool) -> list[
     the learn rows of each fold of the run (the train split for the holdout)."""
     dev = dev_frame(task)
     if refit:
-        return [_csv(dev)]
+        return [csv_bytes(dev)]
     if folds is None or folds.k == HOLDOUT:
         return [task.split_files["train.csv"]]
-    return [_csv(dev.iloc[folds.learn_rows(fold)]) for fold in range(folds.k)]
-
-
-def _csv(frame: pd.DataFrame) -> bytes:
-    return frame.to_csv(index=False, lineterminator="\n").encode("utf-8")
+    return [csv_bytes(dev.iloc[folds.learn_rows(fold)]) for fold in range(folds.k)]
 
 
 def predict(run: Path, rows: Path, output: Path, *, refit: bool = False,
@@ -106,7 +102,7 @@ def predict(run: Path, rows: Path, output: Path, *, refit: bool = False,
     if not solution.is_file():
         raise EngineError(f"{run} has no best solution (no node scored ok yet, or every ok "
                           "node breaks a constraint: see summary.md); resume the run to find one")
-    new = _csv(frame)
+    new = csv_bytes(frame)
     if timeout is None:
         configured = float(opened.config.get("exec_timeout") or 0.0)
         timeout = max(DEFAULT_TIMEOUT, 2 * configured)

@@ -32,13 +32,13 @@ from engine.config import (
     merge,
     task_yaml_text,
 )
-from engine.folds import dev_labels, make_folds
+from engine.folds import HOLDOUT, dev_frame, dev_labels, make_folds
 from engine.outputs import write_outputs
 from engine.runs import open_run
 from engine.select import Runner
 from engine.store import RunStore
 from engine.summary import summary_facts, write_summary
-from engine.task import PreparedTask, TaskSpec, prepare_task
+from engine.task import PreparedTask, TaskSpec, csv_bytes, prepare_task
 from operators.analyst import analysis_findings, next_analysis
 from operators.context import TaskContext
 from sandbox import isolation_mode
@@ -402,6 +402,8 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
         ray.shutdown()
     facts = summary_facts(journal, all_tests, spent)
     facts["folds"] = (store.load_folds() or make_folds(task, 1)).k
+    if "test_raw" in selection.get("refit", {}):  # the holdout's answer, refitted on all rows
+        facts["best_test"], facts["refit"] = selection["refit"]["test_raw"], True
     facts["isolation"] = store.manifest().get("isolation", "")
     store.update_manifest(spent=spent, result=facts, selection=selection)
     facts["request_warnings"] = manifest.get("request_warnings", [])
@@ -454,6 +456,11 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
         else:
             record["note"] = f"the chosen node {winner} failed when re-run: {result.error}"
             winner, node = best.node_id, best
+    folds = store.load_folds()
+    if valid is not None and folds is not None and folds.k == HOLDOUT:
+        # Scored on the holdout, the answer learned from train alone: it learns once more
+        # from every train + valid row, and that is what best/ ships and the summary scores.
+        test, record["refit"] = refit_answer(task, node, run, limits, test)
     if valid is not None:
         store.write_best(node, valid, test)
     journal.choose(winner)
@@ -461,6 +468,23 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
     for candidate in record.get("candidates", []):
         candidate["test_raw"] = tests.get(candidate["node_id"])
     return record
+
+
+def refit_answer(task: PreparedTask, node: Node, run: Runner, limits: Any,
+                 test: bytes | None) -> tuple[bytes | None, dict[str, Any]]:
+    """The answer fitted on every train + valid row: its test predictions and their score,
+    or the search's own ones (and why) when that run fails."""
+    from engine.scoring import SubmissionError, score
+
+    inputs = {**task.inputs(), "train.csv": csv_bytes(dev_frame(task))}
+    result = run(node.code, inputs, limits)
+    try:
+        if result.status != "ok":
+            raise SubmissionError(f"{result.status}: {result.error}")
+        return result.test_csv, {"test_raw": score(task, result.test_csv, "test")}
+    except SubmissionError as exc:
+        return test, {"error": f"the refit on train + valid failed ({exc}); best/ holds the "
+                               "answer fitted on train"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,6 @@ Test labels stay untouched by all three.
 
 from __future__ import annotations
 
-import io
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
@@ -28,7 +27,7 @@ import pandas as pd
 from sklearn.model_selection import KFold, StratifiedKFold
 
 from engine.scoring import SubmissionError, read_submission, score
-from engine.task import PreparedTask
+from engine.task import PreparedTask, csv_bytes
 from sandbox import ExecResult, Limits
 from search.journal import Journal
 from search.node import Node, Operator
@@ -56,12 +55,6 @@ class CvScore:
         return statistics.stdev(self.fold_scores) if len(self.fold_scores) > 1 else None
 
 
-def _csv(frame: pd.DataFrame) -> bytes:
-    buffer = io.StringIO()
-    frame.to_csv(buffer, index=False)
-    return buffer.getvalue().encode()
-
-
 def cross_validate(task: PreparedTask, node: Node, folds: int, seed: int,
                    limits: Limits, run: Runner) -> CvScore:
     """Run the node's script on each fold of train+valid; stop at the first failing fold."""
@@ -80,9 +73,9 @@ def cross_validate(task: PreparedTask, node: Node, folds: int, seed: int,
         fold = full.iloc[fold_rows]
         fold_X = fold.drop(columns=[task.target]).reset_index(drop=True)
         inputs = {
-            "train.csv": _csv(full.iloc[train_rows]),
-            "valid.csv": _csv(fold_X),
-            "test.csv": _csv(fold_X),  # the harness needs one; only valid is scored
+            "train.csv": csv_bytes(full.iloc[train_rows]),
+            "valid.csv": csv_bytes(fold_X),
+            "test.csv": csv_bytes(fold_X),  # the harness needs one; only valid is scored
             "description.md": task.description.encode(),
         }
         result = run(node.code, inputs, limits)

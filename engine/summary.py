@@ -153,7 +153,9 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
          + (f" (node {best.node_id}, {best.operator.value})" if best else
             f" (no eligible node: {len(journal.excluded_nodes)} ok nodes break the constraints)"
             if journal.excluded_nodes else " (no working node)")),
-        (f"its test {metric}", _fmt(facts.get("best_test")) + " (reported only, never searched)"),
+        (f"its test {metric}", _fmt(facts.get("best_test"))
+         + (" (refitted on train + valid; " if facts.get("refit") else " (")
+         + "reported only, never searched)"),
         # the answer's own rows stay together, so 'its' never reads as the unchosen best's
         *([("its cost", cost(best))] if best else []),
         *([(f"best valid {metric}", f"{_fmt(top.metric_raw)} (node {top.node_id}, "

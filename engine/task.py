@@ -168,11 +168,11 @@ def prepare_task(spec: TaskSpec, seed: int = 0) -> PreparedTask:
         _check_split_classes(train_part, valid_part, test_part, target)
 
     files = {
-        "train.csv": _to_csv(train_part),
-        "valid.csv": _to_csv(valid_part.drop(columns=[target])),
-        "test.csv": _to_csv(test_part.drop(columns=[target])),
-        "valid_labels.csv": _to_csv(valid_part[[target]]),
-        "test_labels.csv": _to_csv(test_part[[target]]),
+        "train.csv": csv_bytes(train_part),
+        "valid.csv": csv_bytes(valid_part.drop(columns=[target])),
+        "test.csv": csv_bytes(test_part.drop(columns=[target])),
+        "valid_labels.csv": csv_bytes(valid_part[[target]]),
+        "test_labels.csv": csv_bytes(test_part[[target]]),
     }
     text = spec.text.strip() or _default_statement(target, task_type, data_path.name)
     return _assemble(
@@ -529,8 +529,9 @@ def _check_split_classes(
 # --- files ------------------------------------------------------------------------------------
 
 
-def _to_csv(frame: pd.DataFrame) -> bytes:
-    # An explicit line terminator: the bytes, and so the hash, must not depend on the OS.
+def csv_bytes(frame: pd.DataFrame) -> bytes:
+    """A frame as the CSV bytes every input file is written as (no index, UTF-8). An explicit
+    line terminator: the bytes, and so the task's hash, must not depend on the OS."""
     return frame.to_csv(index=False, lineterminator="\n").encode("utf-8")
 
 

@@ -166,3 +166,26 @@ def test_default_selection_confirms_against_the_baseline(tmp_path: Path) -> None
     assert (pd.read_csv(run / "best" / "submission" / "valid.csv").prediction.to_numpy()
             == pytest.approx(pd.read_csv(io.BytesIO(RunStore.open(run).read_predictions(
                 winner, "valid") or b"")).prediction.to_numpy()))
+
+
+def test_a_holdout_answer_is_refitted_on_train_and_valid(tmp_path: Path) -> None:
+    """Scored on the holdout, the answer learned from train alone: best/ ships it refitted on
+    every train + valid row, and the summary's test score is that refit's."""
+    make_data(tmp_path / "train.csv")
+    out = tmp_path / "runs"
+    assert main(["--data", str(tmp_path / "train.csv"), "--target", "y", "--llm",
+                 f"scripted:{SCRIPT}", "--max-nodes", "1", "--folds", "1", "--out", str(out),
+                 "--quiet"]) == 0
+    (run,) = [p for p in out.iterdir() if not p.name.startswith(".")]
+    manifest = json.loads((run / "manifest.json").read_text())
+    refit = manifest["selection"]["refit"]
+    rows = pd.read_parquet(run / "nodes")
+    (root,) = rows.itertuples()
+    assert root.operator == "baseline" and refit["test_raw"] != root.test_metric_raw
+    task = RunStore.open(run).load_task()
+    from engine.scoring import score
+
+    shipped = (run / "best" / "submission" / "test.csv").read_bytes()
+    assert score(task, shipped, "test") == pytest.approx(refit["test_raw"])
+    assert manifest["result"]["best_test"] == pytest.approx(refit["test_raw"])
+    assert "refitted on train + valid" in (run / "summary.md").read_text()
