@@ -27,7 +27,7 @@ class GreedyPolicy:
     debug_prob: float = 0.5
     max_debug_depth: int = 3
     base_temperature: float = 0.7
-    ideas: str = "all"  # improvement idea pool (search.ideas.IDEA_POOLS)
+    ideas: str = "all"  # draft and improvement idea pools (search.ideas.IDEA_POOLS)
     name: str = "greedy"
 
     def __post_init__(self) -> None:
@@ -51,7 +51,8 @@ class GreedyPolicy:
         drafts_in_flight = taken.get((Operator.DRAFT, None), 0)
         n_drafts = len(journal.draft_nodes) + drafts_in_flight
         if n_drafts < self.num_drafts:
-            return Proposal(Operator.DRAFT, None, self.base_temperature, idea=draft_idea(n_drafts))
+            return Proposal(Operator.DRAFT, None, self.base_temperature,
+                            idea=draft_idea(n_drafts, self.ideas))
         debuggable = [
             leaf
             for leaf in journal.buggy_leaves
@@ -74,7 +75,8 @@ class GreedyPolicy:
         if debuggable:
             leaf = self._rng.choice(debuggable)
             return Proposal(Operator.DEBUG, leaf.node_id, self.base_temperature)
-        return Proposal(Operator.DRAFT, None, self.base_temperature, idea=draft_idea(n_drafts))
+        return Proposal(Operator.DRAFT, None, self.base_temperature,
+                        idea=draft_idea(n_drafts, self.ideas))
 
 
 def debug_temperature(base: float, depth: int) -> float:

@@ -37,11 +37,19 @@ FEATURE_IDEAS = (
     "add counts: how often each value of a text column occurs, as a new numeric column",
     "add an interaction feature of the two columns that matter most",
 )
+# With the floor on, a draft is what the portfolio does not hold: a model on new features.
+FEATURE_DRAFTS = (
+    "gradient boosting with lightgbm (LGBMRegressor / LGBMClassifier) on the prepared columns "
+    "plus a few engineered features (ratios, products or sums of numeric columns)",
+    "a random forest from scikit-learn on the prepared columns plus a few engineered features",
+)
 IDEA_POOLS = {"all": IMPROVE_IDEAS, "features": FEATURE_IDEAS}
+DRAFT_POOLS = {"all": DRAFT_IDEAS, "features": FEATURE_DRAFTS}
 
 
-def draft_idea(index: int) -> str:
-    return DRAFT_IDEAS[index % len(DRAFT_IDEAS)]
+def draft_idea(index: int, pool: str = "all") -> str:
+    ideas = DRAFT_POOLS[pool]
+    return ideas[index % len(ideas)]
 
 
 def improve_idea(index: int, pool: str = "all") -> str:

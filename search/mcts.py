@@ -217,7 +217,7 @@ class MCTSPolicy:
     debug_prob: float = 0.5
     max_debug_depth: int = 3
     base_temperature: float = 0.7
-    ideas: str = "all"  # improvement idea pool (search.ideas.IDEA_POOLS)
+    ideas: str = "all"  # draft and improvement idea pools (search.ideas.IDEA_POOLS)
     exploration: float = 1.0
     virtual_loss: float = 1.0
     widening_k: float = 1.0
@@ -277,7 +277,8 @@ class MCTSPolicy:
         return best[0] if len(best) == 1 else self._rng.choice(best)
 
     def _draft(self, tree: _Tree) -> Proposal:
-        return Proposal(Operator.DRAFT, None, self.base_temperature, idea=draft_idea(tree.drafts))
+        return Proposal(Operator.DRAFT, None, self.base_temperature,
+                        idea=draft_idea(tree.drafts, self.ideas))
 
     def _expand(self, tree: _Tree, i: int) -> Proposal:
         node = tree.nodes[i]
