@@ -5,7 +5,8 @@ policy's.
 
 With k proposals in flight it counts in-flight drafts toward `num_drafts`, never hands the
 same buggy leaf to two workers at once, and lets several workers improve the best node
-(each reply differs, and the prompt tells siblings what was already tried).
+(each reply differs, and the prompt tells siblings what was already tried). With nothing to
+debug or improve yet and its drafts in flight, it proposes nothing: their results come first.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from search.ideas import draft_idea, improve_idea
 from search.journal import Journal
 from search.node import Node, Operator
 from search.policy import InFlightKey, Proposal, register
+
+# Steps whose result may give greedy something to debug or improve.
+LLM_STEPS = frozenset({Operator.DRAFT, Operator.DEBUG, Operator.IMPROVE})
 
 
 @dataclass
@@ -40,6 +44,8 @@ class GreedyPolicy:
         proposals = []
         for _ in range(n):
             proposal = self._one(journal, taken)
+            if proposal is None:
+                break
             taken[proposal.key] = taken.get(proposal.key, 0) + 1
             proposals.append(proposal)
         return proposals
@@ -47,7 +53,7 @@ class GreedyPolicy:
     def observe(self, node: Node) -> None:
         """Greedy keeps no state beyond the journal."""
 
-    def _one(self, journal: Journal, taken: Mapping[InFlightKey, int]) -> Proposal:
+    def _one(self, journal: Journal, taken: Mapping[InFlightKey, int]) -> Proposal | None:
         drafts_in_flight = taken.get((Operator.DRAFT, None), 0)
         n_drafts = len(journal.draft_nodes) + drafts_in_flight
         if n_drafts < self.num_drafts:
@@ -75,6 +81,8 @@ class GreedyPolicy:
         if debuggable:
             leaf = self._rng.choice(debuggable)
             return Proposal(Operator.DEBUG, leaf.node_id, self.base_temperature)
+        if any(op in LLM_STEPS for op, _ in taken):
+            return None  # a step in flight may give something to improve or debug: wait for it
         return Proposal(Operator.DRAFT, None, self.base_temperature,
                         idea=draft_idea(n_drafts, self.ideas))
 

@@ -103,7 +103,10 @@ class Policy(Protocol):
 
     def propose(
         self, journal: Journal, n: int, in_flight: Mapping[InFlightKey, int]
-    ) -> list[Proposal]: ...
+    ) -> list[Proposal]:
+        """Up to n next steps, given the steps already in flight; fewer (none) only while
+        steps in flight may give it better work, never with nothing in flight."""
+        ...
 
     def observe(self, node: Node) -> None: ...
 

@@ -12,11 +12,19 @@ def test_drafts_first_counting_in_flight() -> None:
     policy = GreedyPolicy(seed=0, num_drafts=3)
     proposals = policy.propose(Journal(), 5, {(Operator.DRAFT, None): 1})
     ops = [p.operator for p in proposals]
-    assert ops[:2] == [Operator.DRAFT, Operator.DRAFT]
-    # No good node and nothing to debug: it keeps drafting rather than stalling.
-    assert all(op is Operator.DRAFT for op in ops)
+    # No good node and nothing to debug: it waits for its drafts rather than guess more.
+    assert ops == [Operator.DRAFT, Operator.DRAFT]
     # Parallel drafts get different model families.
     assert len({p.hint for p in proposals[:2]}) == 2
+
+
+def test_drafts_again_only_with_nothing_in_flight() -> None:
+    buggy = Journal([make_node("a", status=Status.BUGGY, code="")])  # nothing to debug
+    policy = GreedyPolicy(seed=0, num_drafts=1)
+    assert [p.operator for p in policy.propose(buggy, 3, {})] == [Operator.DRAFT]
+    assert policy.propose(buggy, 3, {(Operator.DRAFT, None): 1}) == []
+    assert [p.operator for p in policy.propose(buggy, 1, {(Operator.TUNE, None): 1})] == [
+        Operator.DRAFT]  # the floor's work gives greedy nothing to debug or improve
 
 
 def test_improves_best_after_drafts() -> None:
