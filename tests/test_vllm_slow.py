@@ -234,14 +234,15 @@ def test_openai_backend_reports_a_wrong_model_name(vllm_server: str) -> None:
 @pytest.mark.vllm
 def test_engine_run_on_vllm(tiny_model: Path, tmp_path: Path) -> None:
     """The CLI with `--llm vllm:PATH`: replies are random tokens, so nodes fail to parse and
-    are recorded buggy, but every node carries vLLM's exact token counts and the run ends."""
+    are recorded buggy, but every node carries vLLM's exact token counts and the run ends (the
+    engine's floor is off: every node is LLM-written)."""
     from engine.run import main
 
     rows = "".join(f"{i},{(i * 7) % 5},{i * 0.3 + (i * 7) % 5}\n" for i in range(60))
     (tmp_path / "d.csv").write_text("a,b,y\n" + rows)
     (tmp_path / "task.yaml").write_text(
         f"data: d.csv\ntarget: y\nllm: vllm:{tiny_model}\nllm_gpus: 0\nmax_nodes: 3\n"
-        f"executors: 1\nbudget: 8m\nquiet: true\nbaseline: false\n"
+        f"executors: 1\nbudget: 8m\nquiet: true\nbaseline: false\nfloor: false\nensemble: false\n"
         f"vllm_args: {json.dumps(ENGINE_ARGS)}\n")
     assert main(["--task", str(tmp_path / "task.yaml"), "--out", str(tmp_path / "runs")]) == 0
     (run,) = list((tmp_path / "runs").iterdir())
