@@ -45,8 +45,11 @@ _READ_CHUNK = 1 << 16
 # stderr kept for classification: enough for a long pandas traceback, bounded by output_bytes.
 _CLASSIFY_BYTES = 1 << 16
 # Thread-count variables set from Limits.threads: they keep BLAS/OpenMP from oversubscribing.
+# LOKY_MAX_CPU_COUNT caps joblib's cpu_count(), which sets LightGBM's sklearn API threads
+# (n_jobs=None: every physical core, OMP_NUM_THREADS ignored) and scikit-learn's n_jobs=-1.
+# Without it a LightGBM fit beside a 1-thread llama.cpp on 2 cores ran 10-40x slower.
 _THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-               "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")  # fmt: skip
+               "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "LOKY_MAX_CPU_COUNT")  # fmt: skip
 
 _plan_lock = threading.Lock()
 _plan: Plan | None = None

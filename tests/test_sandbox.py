@@ -355,3 +355,17 @@ def test_thread_limits_reach_the_candidate() -> None:
     code = "import os\nprint(os.environ['OMP_NUM_THREADS'], os.environ['OPENBLAS_NUM_THREADS'])\n"
     result = run_script(code, {}, Limits(wall_seconds=30, threads=3))
     assert result.status == "ok" and result.stdout_tail.split() == ["3", "3"]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_lightgbm_sklearn_api_uses_the_executors_threads(threads: int) -> None:
+    # LGBMModel(n_jobs=None) asks joblib for the physical cores and ignores OMP_NUM_THREADS:
+    # on 2 cores beside llama.cpp that made LightGBM fits 10-40x slower.
+    code = ("import lightgbm as lgb\nimport numpy as np\nfrom joblib import effective_n_jobs\n"
+            "X, y = np.random.rand(50, 2), np.random.rand(50)\n"
+            "fits = [lgb.LGBMRegressor(n_estimators=2, verbose=-1, n_jobs=n).fit(X, y)\n"
+            "        for n in (None, -1)]\n"
+            "print(*[m.booster_.params['num_threads'] for m in fits], effective_n_jobs(-1))\n")
+    result = run_script(code, {}, Limits(wall_seconds=60, threads=threads))
+    assert result.status == "ok", result.error
+    assert result.stdout_tail.split() == [str(threads)] * 3
