@@ -10,8 +10,9 @@
 `fit` takes the command line's options as keywords (`llm="vllm:..."`, `executors=4`,
 `metric="roc_auc"`, ...; the names of `engine.config.RunConfig`) and goes through the same code
 path as `python -m engine.run`: the same checks, the same run directory. Predictions go through
-`engine.predict`: the answer's code, in the sandbox, once per fold of the run (loading code a
-search wrote is running it, so it never runs in this process).
+`engine.predict`: the answer's code, in the sandbox, with the fitted models the run saved in
+best/model/ (nothing trains), or trained again when it has none. Loading a model that a search's
+code wrote is running code, so it never happens in this process.
 """
 
 from __future__ import annotations

@@ -141,6 +141,10 @@ class RunConfig:
     floor: bool = field(default=True, metadata=_flag(
         "no engine-written work on idle executors: no portfolio of model configurations, no "
         "Optuna trials (LLM-written nodes and the baseline only)"))
+    save_model: bool = field(default=True, metadata=_flag(
+        "do not keep the answer's fitted models in best/model/ (kept, engine.predict needs "
+        "no training; it costs one more fit of the answer per fold, and a replay, at the end "
+        "of the run)"))
     analyst: bool = field(default=False, metadata=_flag(
         "before drafting, run an LLM-written data exploration script; what it prints joins "
         "every later prompt"))

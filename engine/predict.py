@@ -1,16 +1,20 @@
 """Command line: `python -m engine.predict runs/<id> new_rows.csv -o predictions.csv [--refit]`.
 
-Trains the run's best solution inside the sandbox and predicts the new rows, as the answer was
-made: once per fold of the run, each fold model learning from that fold's rows of train+valid,
-their predictions combined as the run combined its test predictions (so the new rows get
-exactly what `best/submission/test.csv` got for the test rows); a run scored on the holdout
-learns from the train split once. `--refit` learns once from every row of train+valid
-instead. The solution sees the harness layout it was searched in, with the new rows, features
-only, as both `input/valid.csv` and `input/test.csv`; its `submission/valid.csv` is read.
+Predicts new rows with the run's answer as it was made. A run saves its answer's fitted models
+in `best/model/` (engine/fitted.py): then nothing trains, the answer's code runs in the
+sandbox with every fit restored, once per saved model (a k-fold run's fold models, their
+predictions combined as the run combined its test predictions; a holdout run's model refitted
+on train + valid), so the new rows get what `best/submission/test.csv` got for the test rows.
+Without a saved model (a run stored before they were, `--no-save-model`, an answer whose fits
+could not be saved) the answer is trained again, the same way. `--refit` trains once on every
+row of train+valid instead. The solution sees the harness layout it was searched in, with the
+new rows, features only, as both `input/valid.csv` and `input/test.csv`; its
+`submission/valid.csv` is read.
 
 Bad input (not a run directory, an unreadable CSV, columns that differ from the training
-features) ends with one line and exit code 2, and nothing is written; a run without a best
-solution or a solution that fails on the new rows ends with one line and exit code 1.
+features, text in a numeric column) ends with one line and exit code 2, and nothing is
+written; a run without a best solution or a solution that fails on the new rows ends with one
+line and exit code 1.
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from engine.fitted import replay_inputs, saved_states, training_inputs
 from engine.folds import HOLDOUT, Folds, dev_frame
 from engine.runs import open_run
 from engine.scoring import SubmissionError, combine_predictions, frame_csv, read_submission
 from engine.task import PreparedTask, csv_bytes
+from operators.fitted import LOAD, fitted_wrapper
 from sandbox import Limits, SandboxError, run_script
 from search.errors import EngineError, UserError, exit_code
 
@@ -35,14 +41,16 @@ DEFAULT_TIMEOUT = 600.0
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m engine.predict",
-        description="Train a run's best solution in the sandbox and predict new rows.",
+        description="Predict new rows with a run's answer, in the sandbox: with its saved "
+                    "model, or trained again when it has none (or with --refit).",
     )
     parser.add_argument("run", type=Path, help="the run directory, runs/<run_id>")
     parser.add_argument("rows", type=Path, help="CSV of new rows with the training features")
     parser.add_argument("-o", "--output", type=Path, default=Path("predictions.csv"),
                         help="where the predictions go (default: predictions.csv)")
     parser.add_argument("--refit", action="store_true",
-                        help="train on train + valid (with its labels) instead of train only")
+                        help="train the answer again, once, on every train + valid row, "
+                             "instead of using its saved model")
     parser.add_argument("--timeout", type=float, default=None,
                         help="seconds the solution may run (default: the run's --exec-timeout "
                              f"doubled, at least {DEFAULT_TIMEOUT:.0f})")
@@ -78,7 +86,15 @@ def feature_rows(task: PreparedTask, frame: pd.DataFrame, path: Path) -> pd.Data
         raise UserError(f"new rows {path} do not match the training features: "
                         + "; ".join(parts) + f" (expected: {', '.join(features)})")
     frame.columns = [str(c) for c in frame.columns]
-    return frame[features]
+    frame = frame[features]
+    numeric = [c for c in features if pd.api.types.is_numeric_dtype(task.train[c])]
+    text = [c for c in numeric if not pd.api.types.is_numeric_dtype(frame[c])
+            and pd.to_numeric(frame[c], errors="coerce").isna().gt(frame[c].isna()).any()]
+    if text:
+        raise UserError(f"new rows {path}: column{'s' * (len(text) > 1)} "
+                        + ", ".join(map(repr, text)) + " held numbers in training but hold "
+                        "text here; give numbers (empty for missing)")
+    return frame.assign(**{c: pd.to_numeric(frame[c]) for c in numeric})
 
 
 def training_sets(task: PreparedTask, folds: Folds | None, refit: bool) -> list[bytes]:
@@ -93,8 +109,8 @@ def training_sets(task: PreparedTask, folds: Folds | None, refit: bool) -> list[
 
 
 def predict(run: Path, rows: Path, output: Path, *, refit: bool = False,
-            timeout: float | None = None) -> int:
-    """Write predictions for `rows` to `output`; returns how many rows were predicted."""
+            timeout: float | None = None) -> tuple[int, str]:
+    """Write predictions for `rows` to `output`; returns how many, and how they were made."""
     opened = open_run(run)
     task = opened.task()
     frame = feature_rows(task, read_rows(rows), rows)
@@ -106,12 +122,24 @@ def predict(run: Path, rows: Path, output: Path, *, refit: bool = False,
     if timeout is None:
         configured = float(opened.config.get("exec_timeout") or 0.0)
         timeout = max(DEFAULT_TIMEOUT, 2 * configured)
+    code, folds = solution.read_text(), opened.store.load_folds()
+    states = None if refit else saved_states(run / "best")
+    jobs: list[tuple[str, dict[str, bytes]]]
+    if states is not None:
+        training = training_inputs(task, folds)
+        jobs = [(fitted_wrapper(LOAD), replay_inputs(inputs, code, state, new))
+                for inputs, state in zip(training, states, strict=True)]
+        how = f"its saved model ({len(states)} fitted, nothing trained)"
+    else:
+        jobs = [(code, {"train.csv": train, "valid.csv": new, "test.csv": new,
+                        "description.md": task.description.encode("utf-8")})
+                for train in training_sets(task, folds, refit)]
+        how = ("trained again on train + valid" if refit else
+               f"trained again ({len(jobs)} fit{'s' * (len(jobs) > 1)}: no saved model)")
     parts = []
-    for train in training_sets(task, opened.store.load_folds(), refit):
-        inputs = {"train.csv": train, "valid.csv": new, "test.csv": new,
-                  "description.md": task.description.encode("utf-8")}
+    for script, inputs in jobs:
         try:
-            result = run_script(solution.read_text(), inputs, Limits(wall_seconds=timeout))
+            result = run_script(script, inputs, Limits(wall_seconds=timeout))
         except SandboxError as exc:
             raise EngineError(f"the sandbox could not run the solution: {exc}") from exc
         if result.status != "ok" or result.valid_csv is None:
@@ -128,7 +156,7 @@ def predict(run: Path, rows: Path, output: Path, *, refit: bool = False,
     tmp = output.with_name(f".{output.name}.tmp")
     tmp.write_bytes(predictions)
     os.replace(tmp, output)
-    return len(frame)
+    return len(frame), how
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,14 +165,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --timeout must be positive, got {args.timeout}", file=sys.stderr)
         return 2
     try:
-        count = predict(args.run, args.rows, args.output, refit=args.refit,
-                        timeout=args.timeout)
+        count, how = predict(args.run, args.rows, args.output, refit=args.refit,
+                             timeout=args.timeout)
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_code(exc)
-    trained = "train + valid" if args.refit else "train"
-    print(f"wrote {count} predictions to {args.output} (best solution of {args.run.name}, "
-          f"trained on {trained})")
+    print(f"wrote {count} predictions to {args.output} (the answer of {args.run.name}, "
+          f"{how})")
     return 0
 
 

@@ -32,7 +32,8 @@ from engine.config import (
     merge,
     task_yaml_text,
 )
-from engine.folds import HOLDOUT, dev_frame, dev_labels, make_folds
+from engine.fitted import FittedAnswer, fit_answer, keep
+from engine.folds import HOLDOUT, Folds, dev_frame, dev_labels, make_folds
 from engine.outputs import write_outputs
 from engine.runs import open_run
 from engine.select import Runner
@@ -424,6 +425,7 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
                  console: Console, run: Runner) -> dict[str, Any]:
     """Choose the node the run hands over (`--select`, see engine/select.py), make it the
     journal's `final` and put it in best/; return the record of the choice for the manifest."""
+    from engine.scoring import score
     from engine.select import select_by_cv, select_confirmed, selection_record
     from sandbox import Limits
 
@@ -457,17 +459,41 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
             record["note"] = f"the chosen node {winner} failed when re-run: {result.error}"
             winner, node = best.node_id, best
     folds = store.load_folds()
+    fitted = None
+    if valid is not None and config.save_model:
+        fitted = fit_model(task, node, folds, run, limits, console)
+        record["model"] = fitted.record
     if valid is not None and folds is not None and folds.k == HOLDOUT:
         # Scored on the holdout, the answer learned from train alone: it learns once more
-        # from every train + valid row, and that is what best/ ships and the summary scores.
-        test, record["refit"] = refit_answer(task, node, run, limits, test)
+        # from every train + valid row, and that is what best/ ships and the summary scores
+        # (the saved model's fit is that refit, when there is one).
+        if fitted is not None and fitted.test_csvs:
+            test, record["refit"] = fitted.test_csvs[0], {
+                "test_raw": score(task, fitted.test_csvs[0], "test")}
+        else:
+            test, record["refit"] = refit_answer(task, node, run, limits, test)
     if valid is not None:
         store.write_best(node, valid, test)
+        if fitted is not None:
+            keep(store.root / "best", fitted)
     journal.choose(winner)
     record["winner"] = winner
     for candidate in record.get("candidates", []):
         candidate["test_raw"] = tests.get(candidate["node_id"])
     return record
+
+
+def fit_model(task: PreparedTask, node: Node, folds: Folds | None, run: Runner, limits: Any,
+              console: Console) -> FittedAnswer:
+    """The answer fitted once per training set with its fits saved (engine/fitted.py)."""
+    count = 1 if folds is None or folds.k == HOLDOUT else folds.k
+    console.print(f"saving the answer's fitted model{'s' * (count > 1)} ({count} fit"
+                  f"{'s' * (count > 1)}, each replayed once)", markup=False)
+    fitted = fit_answer(task, node.node_id, node.code, folds, run, limits)
+    if not fitted.record["saved"]:
+        console.print(f"the answer's model is not saved ({fitted.record['reason']}); "
+                      "engine.predict will train it again", markup=False)
+    return fitted
 
 
 def refit_answer(task: PreparedTask, node: Node, run: Runner, limits: Any,

@@ -28,6 +28,7 @@ MAX_LISTED = 15  # excluded or flagged nodes listed in summary.md; the rest are 
 FILES: tuple[tuple[str, str], ...] = (
     ("best/solution.py", "the best solution; runs on its own next to an input/ folder"),
     ("best/submission/", "its valid and test predictions"),
+    ("best/model/", "its fitted models, for engine.predict (loaded only inside the sandbox)"),
     ("good/", "the top distinct working solutions, best first"),
     ("tree.html", "the search tree: open it in a browser, click a node"),
     ("plots/", "best score over time, nodes by status, worker timeline"),
@@ -219,15 +220,24 @@ def write_summary(root: Path, task: PreparedTask, journal: Journal,
     if errors:
         lines += ["## Top errors", ""] + [f"- {e} ({n}x)" for e, n in errors] + [""]
     lines += ["## Files", ""] + [f"- `{name}`: {what}" for name, what in FILES]
-    lines += [
-        "",
-        f"Predict new rows: `python -m engine.predict {root} new_rows.csv -o predictions.csv`"
-        " (add `--refit` to train on train+valid)",
-        "",
-    ]
+    lines += ["", *model_lines((facts.get("selection") or {}).get("model"), root), ""]
     out = root / "summary.md"
     out.write_text("\n".join(lines))
     return out
+
+
+def model_lines(record: dict[str, Any] | None, root: Path) -> list[str]:
+    """What `engine.predict` will do with the answer: its saved model, or train it again."""
+    command = f"`python -m engine.predict {root} new_rows.csv -o predictions.csv`"
+    if record and record.get("saved"):
+        return [f"Predict new rows: {command}, with the answer's saved model in "
+                f"`best/model/` ({record['models']} fitted on {record['training']}, "
+                f"{record['bytes'] / 2**20:.1f} MiB; fitting took {record['fit_seconds']:.1f} s, "
+                f"predicting the test rows with it {record['replay_seconds']:.1f} s). Add "
+                "`--refit` to train it again on train+valid."]
+    why = f" (not saved: {record['reason']})" if record else ""
+    return [f"Predict new rows: {command}: it trains the answer again{why}; add `--refit` to "
+            "train once on train+valid."]
 
 
 def selection_section(record: dict[str, Any], metric: str) -> list[str]:

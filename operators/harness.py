@@ -39,12 +39,15 @@ X_test = pd.read_csv("input/test.csv")  # no target: predict every row
 # see exactly the features every candidate gets from `prepare()`.
 PREPARE_SOURCE = '''def prepare(X, X_valid, X_test, max_levels=20):
     """One-hot encode text columns and fill missing values the same way for all three
-    frames; returns three numeric DataFrames with identical columns."""
+    frames, from the training rows alone (so the columns never depend on the rows
+    predicted); returns three numeric DataFrames with identical columns."""
     frames = pd.concat([X, X_valid, X_test], keys=["train", "valid", "test"])
     text = list(frames.select_dtypes(exclude="number").columns)
     for col in text:  # ids and free text would explode the one-hot: keep common values
-        common = frames[col].value_counts().index[:max_levels]
-        frames[col] = frames[col].where(frames[col].isin(common), "other")
+        common = [v for v in frames.loc["train", col].value_counts().index[:max_levels]
+                  if v != "other"] + ["other"]
+        known = frames[col].isin(common) | frames[col].isna()  # missing: its own column
+        frames[col] = pd.Categorical(frames[col].where(known, "other"), categories=common)
     frames = pd.get_dummies(frames, columns=text, dummy_na=True, dtype=float)
     frames = frames.fillna(frames.loc["train"].median(numeric_only=True)).fillna(0.0)
     names, seen = [], set()

@@ -277,6 +277,7 @@ def _run(
         error=error,
         isolation=plan.mode,
         train_csv=_read_submission(workdir, "train.csv"),
+        fitted=_read_submission(workdir, "fitted.pkl"),
     )
 
 

@@ -48,3 +48,4 @@ class ExecResult:
     error: str  # one short line, "" when ok
     isolation: str  # "bwrap" | "unshare" | "rlimits"
     train_csv: bytes | None = None  # submission/train.csv: the harness's in-sample predictions
+    fitted: bytes | None = None  # submission/fitted.pkl: saved model fits (operators/fitted.py)

@@ -189,3 +189,22 @@ def test_a_holdout_answer_is_refitted_on_train_and_valid(tmp_path: Path) -> None
     assert score(task, shipped, "test") == pytest.approx(refit["test_raw"])
     assert manifest["result"]["best_test"] == pytest.approx(refit["test_raw"])
     assert "refitted on train + valid" in (run / "summary.md").read_text()
+    # The saved model is that refit: one model, fitted on every train + valid row.
+    model = manifest["selection"]["model"]
+    assert model["saved"] is True and model["models"] == 1
+    assert model["training"] == "every train + valid row"
+    assert (run / "best" / "model" / "fold-0.pkl").is_file()
+    assert "with the answer's saved model in `best/model/`" in (run / "summary.md").read_text()
+
+
+def test_no_save_model_keeps_no_model(tmp_path: Path) -> None:
+    make_data(tmp_path / "train.csv")
+    out = tmp_path / "runs"
+    assert main(["--data", str(tmp_path / "train.csv"), "--target", "y", "--llm",
+                 f"scripted:{SCRIPT}", "--max-nodes", "1", "--folds", "1", "--out", str(out),
+                 "--quiet", "--no-save-model"]) == 0
+    (run,) = [p for p in out.iterdir() if not p.name.startswith(".")]
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert "model" not in manifest["selection"] and "test_raw" in manifest["selection"]["refit"]
+    assert not (run / "best" / "model").exists()
+    assert "it trains the answer again" in (run / "summary.md").read_text()

@@ -1,8 +1,10 @@
-"""`python -m engine.predict`: the best solution, retrained in the sandbox, on new rows."""
+"""`python -m engine.predict`: the answer on new rows, in the sandbox: its saved model, or
+trained again."""
 
 from __future__ import annotations
 
 import io
+import json
 import shutil
 from pathlib import Path
 
@@ -46,6 +48,37 @@ def test_predicts_one_row_per_input(run_dir: Path, new_rows: Path, tmp_path: Pat
     # Same training data, same deterministic model: the best node's own test predictions.
     searched = pd.read_csv(run_dir / "best" / "submission" / "test.csv").prediction.head(ROWS)
     assert np.allclose(predictions.prediction, searched, rtol=1e-9, atol=1e-9)
+
+
+def test_the_saved_model_predicts_as_training_again_would(
+        run_dir: Path, new_rows: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    model = json.loads((run_dir / "best" / "model" / "model.json").read_text())
+    folds = RunStore.open(run_dir).load_folds()
+    assert folds is not None and model["saved"] is True and model["models"] == folds.k
+    saved_out = tmp_path / "saved.csv"
+    assert main([str(run_dir), str(new_rows), "-o", str(saved_out)]) == 0
+    assert f"its saved model ({folds.k} fitted, nothing trained)" in capsys.readouterr().out
+    unsaved = tmp_path / "unsaved"
+    shutil.copytree(run_dir, unsaved, ignore=shutil.ignore_patterns("model"))
+    trained_out = tmp_path / "trained.csv"
+    assert main([str(unsaved), str(new_rows), "-o", str(trained_out)]) == 0
+    assert f"trained again ({folds.k} fits: no saved model)" in capsys.readouterr().out
+    # A deterministic model: the saved fits and a new training give the same predictions.
+    assert np.allclose(pd.read_csv(saved_out).prediction, pd.read_csv(trained_out).prediction,
+                       rtol=1e-9, atol=1e-12)
+
+
+def test_text_in_a_numeric_column_is_named(run_dir: Path, task: PreparedTask, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    bad = task.test_X.head(3).astype({"b": object})
+    bad.loc[bad.index[1], "b"] = "twelve"
+    bad.to_csv(tmp_path / "bad.csv", index=False)
+    out = tmp_path / "p.csv"
+    assert main([str(run_dir), str(tmp_path / "bad.csv"), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "'b' held numbers in training" in err
+    assert not out.exists()
 
 
 def test_target_column_in_new_rows_is_dropped(run_dir: Path, task: PreparedTask,

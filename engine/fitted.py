@@ -1,0 +1,161 @@
+"""The answer's saved model: fitted once at the end of a run, so `engine.predict` and
+`Predictor.predict` predict new rows without training.
+
+`fit_answer` runs the answer once per training set with its fits saved
+(operators/fitted.py), then once more with them restored, on the same rows: the state is kept
+only if that replay gives the saved run's own test predictions. The training sets are the ones
+the answer's test predictions came from: a k-fold run's k fold models (learn rows of each
+fold, their predictions combined as `best/submission/test.csv` was), a holdout run's single
+model refitted on every train + valid row (what `best/` ships, engine/run.py `refit_answer`).
+
+Layout, in `best/model/` (`keep`, written whole or not at all):
+- `fold-<i>.pkl`: the fits of training set i, a pickle loaded only inside the sandbox;
+- `model.json`: the node it belongs to, the training sets, sizes and seconds.
+
+When the answer cannot be saved (a fit that does not pickle, a replay that differs), the
+manifest's `model` record says why, and predicting trains the answer again, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from engine.folds import HOLDOUT, Folds, dev_frame, fold_inputs
+from engine.scoring import SubmissionError, read_submission
+from engine.select import Runner
+from engine.task import PreparedTask, csv_bytes
+from operators.fitted import LOAD, SAVE, SOLUTION_FILE, STATE_FILE, UNSAVED_MARK, fitted_wrapper
+from sandbox import ExecResult, Limits
+
+MODEL_DIR = "model"  # under best/
+INFO_FILE = "model.json"
+STATE_CAP = 200 * 2**20  # the sandbox reads at most this much of a submission file
+
+
+def training_inputs(task: PreparedTask, folds: Folds | None) -> list[dict[str, bytes]]:
+    """The input/ folder of each model of the answer: each fold's (learn rows, held-out rows,
+    test) for a k-fold run, every train + valid row for a holdout run."""
+    if folds is None or folds.k == HOLDOUT:
+        return [{**task.inputs(), "train.csv": csv_bytes(dev_frame(task))}]
+    return [fold_inputs(task, folds, fold) for fold in range(folds.k)]
+
+
+def _why(result: ExecResult) -> str:
+    for line in result.stderr_tail.splitlines():
+        if line.startswith(UNSAVED_MARK):
+            return line[len(UNSAVED_MARK):]
+    return result.error or f"it ended with status {result.status}"
+
+
+def same_predictions(task: PreparedTask, a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """Equal labels and numbers equal to float precision (a replay recomputes in the same
+    order, so anything looser would hide a real difference)."""
+    if list(a.columns) != list(b.columns) or len(a) != len(b):
+        return False
+    for column in a.columns:
+        if column == "prediction" and task.task_type != "regression":
+            if not (a[column].astype(str).to_numpy() == b[column].astype(str).to_numpy()).all():
+                return False
+        elif not np.allclose(a[column].to_numpy(dtype=float), b[column].to_numpy(dtype=float),
+                             rtol=1e-9, atol=1e-12, equal_nan=True):
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class FittedAnswer:
+    """The answer fitted once per training set: the manifest's record (`saved`, or why not),
+    the fits of each, and each fit's test predictions (a holdout run's is its refit's)."""
+
+    record: dict[str, Any]
+    states: list[bytes] = field(default_factory=list)
+    test_csvs: list[bytes] = field(default_factory=list)
+
+
+def fit_answer(task: PreparedTask, node_id: str, code: str, folds: Folds | None,
+               run: Runner, limits: Limits) -> FittedAnswer:
+    """Fit the answer once per training set with its fits saved, and replay each: kept only
+    if every replay reproduces its fit's test predictions."""
+    states: list[bytes] = []
+    tests: list[bytes] = []
+    fit_seconds = replay_seconds = 0.0
+    for index, inputs in enumerate(training_inputs(task, folds)):
+        inputs = {**inputs, SOLUTION_FILE: code.encode("utf-8")}
+        saved = run(fitted_wrapper(SAVE), inputs, limits)
+        where = f"model {index + 1}"
+        if saved.status != "ok" or saved.fitted is None or saved.test_csv is None:
+            return FittedAnswer({"saved": False, "reason": f"{where}: {_why(saved)}"})
+        if len(saved.fitted) >= STATE_CAP:
+            return FittedAnswer({"saved": False, "reason": f"{where}: its fits take over "
+                                                           f"{STATE_CAP // 2**20} MiB"})
+        replayed = run(fitted_wrapper(LOAD), {**inputs, STATE_FILE: saved.fitted}, limits)
+        if replayed.status != "ok":
+            return FittedAnswer({"saved": False,
+                                 "reason": f"{where}: the replay failed: {_why(replayed)}"})
+        try:
+            same = same_predictions(task, read_submission(task, saved.test_csv, "test"),
+                                    read_submission(task, replayed.test_csv, "test"))
+        except SubmissionError as exc:
+            return FittedAnswer({"saved": False, "reason": f"{where}: {exc}"})
+        if not same:
+            return FittedAnswer({"saved": False, "reason": f"{where}: restoring its fits "
+                                 "changed its test predictions (a step outside the fits is "
+                                 "random)"})
+        states.append(saved.fitted)
+        tests.append(saved.test_csv)
+        fit_seconds += saved.seconds
+        replay_seconds += replayed.seconds
+    holdout = folds is None or folds.k == HOLDOUT
+    record = {"saved": True, "node_id": node_id, "models": len(states),
+              "training": "every train + valid row" if holdout else
+                          f"the learn rows of each of {len(states)} folds",
+              "bytes": sum(len(s) for s in states), "fit_seconds": round(fit_seconds, 2),
+              "replay_seconds": round(replay_seconds, 2)}
+    return FittedAnswer(record, states, tests)
+
+
+def keep(best_dir: Path, fitted: FittedAnswer) -> None:
+    """Write a saved answer's fits to best/model/, whole or not at all (after best/ itself,
+    which is replaced whenever the best changes)."""
+    if not fitted.record.get("saved"):
+        return
+    staging = best_dir / f".{MODEL_DIR}.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for index, state in enumerate(fitted.states):
+        (staging / f"fold-{index}.pkl").write_bytes(state)
+    (staging / INFO_FILE).write_text(json.dumps(fitted.record, indent=2) + "\n")
+    shutil.rmtree(best_dir / MODEL_DIR, ignore_errors=True)
+    staging.rename(best_dir / MODEL_DIR)
+
+
+def saved_states(best_dir: Path) -> list[bytes] | None:
+    """The saved fits of the answer now in `best_dir`, one per training set, or None when
+    there are none (or they belong to another node: a resumed run that moved on)."""
+    folder = best_dir / MODEL_DIR
+    try:
+        info = json.loads((folder / INFO_FILE).read_text())
+        node = json.loads((best_dir / "node.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not info.get("saved") or info.get("node_id") != node.get("node_id"):
+        return None
+    paths = [folder / f"fold-{i}.pkl" for i in range(int(info.get("models", 0)))]
+    if not paths or not all(p.is_file() for p in paths):
+        return None
+    return [p.read_bytes() for p in paths]
+
+
+def replay_inputs(training: dict[str, bytes], code: str, state: bytes,
+                  rows: bytes) -> dict[str, bytes]:
+    """The input/ folder that predicts `rows` (a features CSV) with the fits `state` saved
+    from the training set `training` (one of `training_inputs`)."""
+    return {**training, "valid.csv": rows, "test.csv": rows,
+            SOLUTION_FILE: code.encode("utf-8"), STATE_FILE: state}
