@@ -145,7 +145,8 @@ def plan_jobs(datasets: list[Dataset], policies: list[str], baselines: list[str]
 
 # Flags the runner sets on every engine run itself; passing them as extra flags is an error.
 MANAGED = ("--data", "--target", "--test", "--task", "--resume", "--policy", "--seed",
-           "--split-seed", "--budget", "--llm", "--executors", "--out", "--address", "--metric")
+           "--split-seed", "--budget", "--llm", "--executors", "--out", "--address", "--metric",
+           "--no-save-model")
 
 
 def check_engine_args(extra: list[str]) -> None:
@@ -272,7 +273,8 @@ def engine_argv(job: Job, dataset: Dataset, settings: Settings, folder: Path, da
             "--seed", str(job.seed), "--split-seed", str(settings.split_seed),
             "--budget", f"{settings.budget:g}s", "--llm", settings.llm,
             "--executors", str(settings.executors), "--out", str(folder), "--quiet",
-            *settings.engine_args]
+            # Saving the answer's model changes no score and would run past the budget.
+            "--no-save-model", *settings.engine_args]
 
 
 def _run_policy(job: Job, dataset: Dataset, settings: Settings, out: Path, data: Path,

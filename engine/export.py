@@ -1,4 +1,8 @@
-"""Fine-tuning data from finished runs (seed 001): `python -m engine.export sft RUN... -o FILE`.
+"""Exports of finished runs: fine-tuning data (seed 001), `python -m engine.export sft RUN...
+-o FILE`, and the answer as a deployable folder, `python -m engine.export model RUN -o DIR`
+(engine/bundle.py).
+
+The fine-tuning data:
 
 Each example is one successful step of a search, as the model saw it and answered it: a draft
 that ran, a debug step that fixed its parent, an improve step that beat its parent's valid
@@ -166,11 +170,31 @@ def build_parser() -> argparse.ArgumentParser:
                      help="keep an improve step only if it beat its parent by at least this "
                           "much in the normalised valid metric (higher is better; default 0: "
                           "any improvement)")
+    model = commands.add_parser(
+        "model", help="the run's answer as a folder that predicts without treeml installed",
+        description="Write the answer's code, its saved fitted models, the rows they learned "
+                    "from, a predict.py and a requirements.txt to a new folder "
+                    "(engine/bundle.py).")
+    model.add_argument("run", type=Path, metavar="RUN_DIR", help="the run directory")
+    model.add_argument("-o", "--output", type=Path, required=True,
+                       help="the folder to write (new, or empty)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "model":
+        from engine.bundle import export_model
+
+        try:
+            written = export_model(args.run, args.output)
+        except EngineError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return exit_code(exc)
+        print(f"wrote {args.output}: {written['models']} model(s), "
+              f"{written['bytes'] / 2**20:.1f} MiB; requirements: "
+              f"{', '.join(written['requirements'])}")
+        return 0
     try:
         per_operator, skipped, runs = export_sft(args.runs, args.output, args.format,
                                                  args.min_gain)
