@@ -8,11 +8,12 @@ treeml, only the packages of the folder's requirements.txt.
 or, from Python, next to this file: `from predict import predict; predict(frame)`.
 
 Each saved model is the answer's code (`solution.py`) run on the rows it learned from
-(`data/train-<i>.csv`) with every fit restored from `model/fold-<i>.pkl` (`replay.py`), so
-nothing trains: the code recomputes its feature preparation from the training rows and each
-model predicts the new rows. Several models (one per cross-validation fold) are combined as
-the run combined them: numbers and class probabilities averaged (the label then the most
-probable class), labels alone by vote (a tie to the label first in `model.json`'s order).
+(`data/train-<i>.csv`) with every fit restored from `model/fold-<i>.pkl` (`replay.py` runs
+them all in one process), so nothing trains: the code recomputes its feature preparation
+from the training rows and each model predicts the new rows. Several models (one per
+cross-validation fold) are combined as the run combined them: numbers and class
+probabilities averaged (the label then the most probable class), labels alone by vote (a
+tie to the label first in `model.json`'s order).
 
 Loading the model runs code: the pickles were written by code a search generated, and the
 solution is that code. In the engine they are only ever loaded inside its sandbox; here, where
@@ -87,24 +88,25 @@ def predict(rows: pd.DataFrame) -> pd.DataFrame:
     class when the answer gives them."""
     info = meta()
     new = checked(rows, info).to_csv(index=False, lineterminator="\n").encode("utf-8")
-    parts = []
-    for i in range(info["models"]):
-        with tempfile.TemporaryDirectory() as folder:
-            work = Path(folder)
-            (work / "input").mkdir()
-            (work / "submission").mkdir()
-            shutil.copy(HERE / "data" / f"train-{i}.csv", work / "input" / "train.csv")
-            (work / "input" / "valid.csv").write_bytes(new)
-            (work / "input" / "test.csv").write_bytes(new)
-            shutil.copy(HERE / "solution.py", work / "input" / "solution.py")
-            shutil.copy(HERE / "model" / f"fold-{i}.pkl", work / "input" / "fitted.pkl")
-            shutil.copy(HERE / "replay.py", work / "replay.py")
-            done = subprocess.run([sys.executable, "replay.py"], cwd=work, capture_output=True,
-                                  text=True, check=False)
-            if done.returncode != 0:
-                last = (done.stderr.strip().splitlines() or ["no error output"])[-1]
-                raise RuntimeError(f"model {i + 1} failed: {last}")
-            parts.append(pd.read_csv(work / "submission" / "valid.csv"))
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        (work / "input").mkdir()
+        (work / "submission").mkdir()
+        for i in range(info["models"]):
+            shutil.copy(HERE / "data" / f"train-{i}.csv", work / "input" / f"train-{i}.csv")
+            shutil.copy(HERE / "model" / f"fold-{i}.pkl", work / "input" / f"fitted-{i}.pkl")
+        (work / "input" / "valid.csv").write_bytes(new)
+        (work / "input" / "test.csv").write_bytes(new)
+        shutil.copy(HERE / "solution.py", work / "input" / "solution.py")
+        shutil.copy(HERE / "replay.py", work / "replay.py")
+        done = subprocess.run([sys.executable, "replay.py"], cwd=work, capture_output=True,
+                              text=True, check=False)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no error output"])[-1]
+            raise RuntimeError(f"the model failed: {last}")
+        stacked = pd.read_csv(work / "submission" / "valid.csv")
+    parts = [block.drop(columns=["fold"]).reset_index(drop=True)
+             for _, block in stacked.groupby("fold", sort=True)]
     return combine(parts, info)
 
 

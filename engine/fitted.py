@@ -28,10 +28,17 @@ import numpy as np
 import pandas as pd
 
 from engine.folds import HOLDOUT, Folds, dev_frame, fold_inputs
-from engine.scoring import SubmissionError, read_submission
+from engine.scoring import SubmissionError, read_stacked, read_submission
 from engine.select import Runner
 from engine.task import PreparedTask, csv_bytes
-from operators.fitted import LOAD, SAVE, SOLUTION_FILE, STATE_FILE, UNSAVED_MARK, fitted_wrapper
+from operators.fitted import (
+    FITTED_PREFIX,
+    LOAD,
+    SAVE,
+    SOLUTION_FILE,
+    UNSAVED_MARK,
+    fitted_wrapper,
+)
 from sandbox import ExecResult, Limits
 
 MODEL_DIR = "model"  # under best/
@@ -95,13 +102,15 @@ def fit_answer(task: PreparedTask, node_id: str, code: str, folds: Folds | None,
         if len(saved.fitted) >= STATE_CAP:
             return FittedAnswer({"saved": False, "reason": f"{where}: its fits take over "
                                                            f"{STATE_CAP // 2**20} MiB"})
-        replayed = run(fitted_wrapper(LOAD), {**inputs, STATE_FILE: saved.fitted}, limits)
+        replayed = run(fitted_wrapper(LOAD), replay_inputs(
+            [inputs["train.csv"]], code, [saved.fitted], inputs["valid.csv"],
+            inputs["test.csv"]), limits)
         if replayed.status != "ok":
             return FittedAnswer({"saved": False,
                                  "reason": f"{where}: the replay failed: {_why(replayed)}"})
         try:
-            same = same_predictions(task, read_submission(task, saved.test_csv, "test"),
-                                    read_submission(task, replayed.test_csv, "test"))
+            (again,) = read_stacked(task, replayed.test_csv, "test", len(task.test_X), 1)
+            same = same_predictions(task, read_submission(task, saved.test_csv, "test"), again)
         except SubmissionError as exc:
             return FittedAnswer({"saved": False, "reason": f"{where}: {exc}"})
         if not same:
@@ -153,9 +162,14 @@ def saved_states(best_dir: Path) -> list[bytes] | None:
     return [p.read_bytes() for p in paths]
 
 
-def replay_inputs(training: dict[str, bytes], code: str, state: bytes,
-                  rows: bytes) -> dict[str, bytes]:
-    """The input/ folder that predicts `rows` (a features CSV) with the fits `state` saved
-    from the training set `training` (one of `training_inputs`)."""
-    return {**training, "valid.csv": rows, "test.csv": rows,
-            SOLUTION_FILE: code.encode("utf-8"), STATE_FILE: state}
+def replay_inputs(trains: list[bytes], code: str, states: list[bytes], valid: bytes,
+                  test: bytes | None = None) -> dict[str, bytes]:
+    """The input/ folder of one load run (operators/fitted.py) that predicts `valid` and
+    `test` (features CSVs; test defaults to valid) with every saved model: model i learned
+    from `trains[i]` (a train.csv) and its fits are `states[i]`."""
+    inputs = {"valid.csv": valid, "test.csv": valid if test is None else test,
+              SOLUTION_FILE: code.encode("utf-8")}
+    for index, (train, state) in enumerate(zip(trains, states, strict=True)):
+        inputs[f"train-{index}.csv"] = train
+        inputs[f"{FITTED_PREFIX}-{index}.pkl"] = state
+    return inputs

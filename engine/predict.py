@@ -1,8 +1,8 @@
 """Command line: `python -m engine.predict runs/<id> new_rows.csv -o predictions.csv [--refit]`.
 
 Predicts new rows with the run's answer as it was made. A run saves its answer's fitted models
-in `best/model/` (engine/fitted.py): then nothing trains, the answer's code runs in the
-sandbox with every fit restored, once per saved model (a k-fold run's fold models, their
+in `best/model/` (engine/fitted.py): then nothing trains, the answer's code runs in one
+sandbox run with every fit restored, once per saved model (a k-fold run's fold models, their
 predictions combined as the run combined its test predictions; a holdout run's model refitted
 on train + valid), so the new rows get what `best/submission/test.csv` got for the test rows.
 Without a saved model (a run stored before they were, `--no-save-model`, an answer whose fits
@@ -29,10 +29,16 @@ import pandas as pd
 from engine.fitted import replay_inputs, saved_states, training_inputs
 from engine.folds import HOLDOUT, Folds, dev_frame
 from engine.runs import open_run
-from engine.scoring import SubmissionError, combine_predictions, frame_csv, read_submission
+from engine.scoring import (
+    SubmissionError,
+    combine_predictions,
+    frame_csv,
+    read_stacked,
+    read_submission,
+)
 from engine.task import PreparedTask, csv_bytes
 from operators.fitted import LOAD, fitted_wrapper
-from sandbox import Limits, SandboxError, run_script
+from sandbox import ExecResult, Limits, SandboxError, run_script
 from search.errors import EngineError, UserError, exit_code
 
 DEFAULT_TIMEOUT = 600.0
@@ -124,39 +130,45 @@ def predict(run: Path, rows: Path, output: Path, *, refit: bool = False,
         timeout = max(DEFAULT_TIMEOUT, 2 * configured)
     code, folds = solution.read_text(), opened.store.load_folds()
     states = None if refit else saved_states(run / "best")
-    jobs: list[tuple[str, dict[str, bytes]]]
     if states is not None:
-        training = training_inputs(task, folds)
-        jobs = [(fitted_wrapper(LOAD), replay_inputs(inputs, code, state, new))
-                for inputs, state in zip(training, states, strict=True)]
-        how = f"its saved model ({len(states)} fitted, nothing trained)"
-    else:
-        jobs = [(code, {"train.csv": train, "valid.csv": new, "test.csv": new,
-                        "description.md": task.description.encode("utf-8")})
-                for train in training_sets(task, folds, refit)]
-        how = ("trained again on train + valid" if refit else
-               f"trained again ({len(jobs)} fit{'s' * (len(jobs) > 1)}: no saved model)")
-    parts = []
-    for script, inputs in jobs:
+        trains = [inputs["train.csv"] for inputs in training_inputs(task, folds)]
+        result = _run(fitted_wrapper(LOAD), replay_inputs(trains, code, states, new), timeout)
         try:
-            result = run_script(script, inputs, Limits(wall_seconds=timeout))
-        except SandboxError as exc:
-            raise EngineError(f"the sandbox could not run the solution: {exc}") from exc
-        if result.status != "ok" or result.valid_csv is None:
-            reason = (result.error
-                      or f"it ended with status {result.status} and wrote no predictions")
-            raise EngineError(f"the best solution failed on the new rows ({result.status}): "
-                              f"{reason}")
-        try:
-            parts.append(read_submission(task, result.valid_csv, "valid", len(frame)))
+            parts = read_stacked(task, result.valid_csv, "valid", len(frame), len(states))
         except SubmissionError as exc:
             raise EngineError(f"the best solution wrote unusable predictions: {exc}") from exc
+        how = f"its saved model ({len(states)} fitted, nothing trained)"
+    else:
+        parts = []
+        trains = training_sets(task, folds, refit)
+        for train in trains:
+            result = _run(code, {"train.csv": train, "valid.csv": new, "test.csv": new,
+                                 "description.md": task.description.encode("utf-8")}, timeout)
+            try:
+                parts.append(read_submission(task, result.valid_csv, "valid", len(frame)))
+            except SubmissionError as exc:
+                raise EngineError(f"the best solution wrote unusable predictions: {exc}") from exc
+        how = ("trained again on train + valid" if refit else
+               f"trained again ({len(trains)} fit{'s' * (len(trains) > 1)}: no saved model)")
     predictions = frame_csv(task, combine_predictions(task, parts))
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(f".{output.name}.tmp")
     tmp.write_bytes(predictions)
     os.replace(tmp, output)
     return len(frame), how
+
+
+def _run(script: str, inputs: dict[str, bytes], timeout: float) -> ExecResult:
+    """One sandbox run that must end ok with predictions, else an EngineError saying why."""
+    try:
+        result = run_script(script, inputs, Limits(wall_seconds=timeout))
+    except SandboxError as exc:
+        raise EngineError(f"the sandbox could not run the solution: {exc}") from exc
+    if result.status != "ok" or result.valid_csv is None:
+        reason = result.error or f"it ended with status {result.status} and wrote no predictions"
+        raise EngineError(f"the best solution failed on the new rows ({result.status}): "
+                          f"{reason}")
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,10 @@ covers LightGBM and XGBoost, and CatBoost):
 - `save`: after each outermost `fit` (not one called by another fit, as a Pipeline or a
   search over settings calls its steps), the estimator's attributes are pickled, in call
   order, into `submission/fitted.pkl`;
-- `load`: the i-th outermost `fit` takes the i-th saved attributes and returns at once.
+- `load`: the i-th outermost `fit` takes the i-th saved attributes and returns at once. One
+  process replays every saved model of the answer (`input/fitted-<i>.pkl`, learned from
+  `input/train-<i>.csv`), each in a folder of its own, and writes their predictions as
+  blocks with a `fold` column, as engine-written code that runs every fold does.
 
 The solution reads the same training rows in both modes, so every step around the fits
 (feature preparation, encodings learned from `y`) computes what it computed when saved, and
@@ -28,7 +31,8 @@ wrapper, inside the sandbox, never in the engine's process.
 from __future__ import annotations
 
 SAVE, LOAD = "save", "load"
-STATE_FILE = "fitted.pkl"  # written to submission/ by a save, read from input/ by a load
+STATE_FILE = "fitted.pkl"  # written to submission/ by a save
+FITTED_PREFIX = "fitted"  # a load reads input/fitted-<i>.pkl with input/train-<i>.csv, i = 0..
 SOLUTION_FILE = "solution.py"  # the solution script, an input file of the wrapper
 # A save that could not pickle a fit says why on this stderr line (and writes no state).
 UNSAVED_MARK = "treeml-fitted: not saved: "
@@ -45,9 +49,6 @@ _treeml_unsaved = []
 _treeml_next = 0
 _treeml_depth = 0
 _treeml_wrapped = set()
-if _TREEML_MODE == "load":
-    with open("input/__STATE__", "rb") as _treeml_file:
-        _treeml_states = _treeml_pickle.load(_treeml_file)
 
 
 def _treeml_name(obj):
@@ -124,14 +125,16 @@ def _treeml_import_and_discover(*args, **kwargs):
 
 _treeml_builtins.__import__ = _treeml_import_and_discover
 with open("input/__SOLUTION__", encoding="utf-8") as _treeml_file:
-    _treeml_source = _treeml_file.read()
-exec(compile(_treeml_source, "input/__SOLUTION__", "exec"),
-     {"__name__": "__main__", "__file__": "input/__SOLUTION__", "__builtins__": _treeml_builtins})
-_treeml_builtins.__import__ = _treeml_import
-if _TREEML_MODE == "load" and _treeml_next != len(_treeml_states):
-    raise RuntimeError(f"this run restored {_treeml_next} of the {len(_treeml_states)} saved "
-                       "fits; predict with --refit")
+    _treeml_code = compile(_treeml_file.read(), "input/__SOLUTION__", "exec")
+
+
+def _treeml_run():
+    exec(_treeml_code, {"__name__": "__main__", "__file__": "input/__SOLUTION__",
+                        "__builtins__": _treeml_builtins})
+
+
 if _TREEML_MODE == "save":
+    _treeml_run()
     if _treeml_unsaved or not _treeml_states:
         why = "; ".join(_treeml_unsaved) or "the solution fitted no scikit-learn-style model"
         print("__UNSAVED__" + why, file=_treeml_sys.stderr)
@@ -139,6 +142,50 @@ if _TREEML_MODE == "save":
         with open("submission/__STATE__", "wb") as _treeml_file:
             _treeml_pickle.dump(_treeml_states, _treeml_file,
                                 protocol=_treeml_pickle.HIGHEST_PROTOCOL)
+else:
+    # Every saved model in this one process (imports are paid once): model i runs in a
+    # folder of its own whose input/train.csv is input/train-<i>.csv; its predictions join
+    # submission/{valid,test}.csv as the block with `fold` i.
+    import csv as _treeml_csv
+    import os as _treeml_os
+
+    _treeml_home = _treeml_os.getcwd()
+    _treeml_out = {name: [] for name in ("valid.csv", "test.csv")}
+    _treeml_count = 0
+    while _treeml_os.path.exists(f"input/__FITTED__-{_treeml_count}.pkl"):
+        _treeml_count += 1
+    for _treeml_model in range(_treeml_count):
+        _treeml_work = _treeml_os.path.join(_treeml_home, f"_treeml_model{_treeml_model}")
+        _treeml_os.makedirs(_treeml_os.path.join(_treeml_work, "input"))
+        _treeml_os.makedirs(_treeml_os.path.join(_treeml_work, "submission"))
+        for _treeml_name_in, _treeml_name_to in ((f"train-{_treeml_model}.csv", "train.csv"),
+                                                 ("valid.csv", "valid.csv"),
+                                                 ("test.csv", "test.csv")):
+            _treeml_os.symlink(_treeml_os.path.join(_treeml_home, "input", _treeml_name_in),
+                               _treeml_os.path.join(_treeml_work, "input", _treeml_name_to))
+        with open(f"input/__FITTED__-{_treeml_model}.pkl", "rb") as _treeml_file:
+            _treeml_states = _treeml_pickle.load(_treeml_file)
+        _treeml_next = 0
+        _treeml_os.chdir(_treeml_work)
+        try:
+            _treeml_run()
+        finally:
+            _treeml_os.chdir(_treeml_home)
+        if _treeml_next != len(_treeml_states):
+            raise RuntimeError(f"model {_treeml_model + 1} restored {_treeml_next} of its "
+                               f"{len(_treeml_states)} saved fits; predict with --refit")
+        for _treeml_name_out, _treeml_rows in _treeml_out.items():
+            with open(_treeml_os.path.join(_treeml_work, "submission", _treeml_name_out),
+                      newline="", encoding="utf-8") as _treeml_file:
+                _treeml_lines = list(_treeml_csv.reader(_treeml_file))
+            if not _treeml_rows:
+                _treeml_rows.append(["fold", *_treeml_lines[0]])
+            _treeml_rows.extend([str(_treeml_model), *row] for row in _treeml_lines[1:])
+    for _treeml_name_out, _treeml_rows in _treeml_out.items():
+        with open(_treeml_os.path.join("submission", _treeml_name_out), "w", newline="",
+                  encoding="utf-8") as _treeml_file:
+            _treeml_csv.writer(_treeml_file, lineterminator="\n").writerows(_treeml_rows)
+_treeml_builtins.__import__ = _treeml_import
 '''
 
 
@@ -147,4 +194,5 @@ def fitted_wrapper(mode: str) -> str:
     if mode not in (SAVE, LOAD):
         raise ValueError(f"mode must be {SAVE!r} or {LOAD!r}, got {mode!r}")
     return (_WRAPPER.replace("__MODE__", repr(mode)).replace("__STATE__", STATE_FILE)
-            .replace("__SOLUTION__", SOLUTION_FILE).replace("__UNSAVED__", UNSAVED_MARK))
+            .replace("__SOLUTION__", SOLUTION_FILE).replace("__UNSAVED__", UNSAVED_MARK)
+            .replace("__FITTED__", FITTED_PREFIX))

@@ -57,13 +57,16 @@ def solution(task: PreparedTask, model: str) -> str:
     return assemble(task_context(task, 0), model)
 
 
-def predict_rows(task: PreparedTask, code: str, training: dict[str, bytes], state: bytes,
-                 rows: pd.DataFrame) -> np.ndarray:
-    result = run_script(fitted_wrapper(LOAD), replay_inputs(training, code, state,
+def predict_rows(task: PreparedTask, code: str, trains: list[bytes], states: list[bytes],
+                 rows: pd.DataFrame) -> list[np.ndarray]:
+    """Each saved model's predictions of `rows`, from one load run."""
+    result = run_script(fitted_wrapper(LOAD), replay_inputs(trains, code, states,
                                                             csv_bytes(rows)), LIMITS)
     assert result.status == "ok", result.stderr_tail
     assert result.valid_csv is not None
-    return pd.read_csv(io.BytesIO(result.valid_csv))["prediction"].to_numpy()
+    stacked = pd.read_csv(io.BytesIO(result.valid_csv))
+    assert sorted(set(stacked["fold"])) == list(range(len(states)))
+    return [block["prediction"].to_numpy() for _, block in stacked.groupby("fold")]
 
 
 def test_saved_fits_predict_new_rows_without_training(task: PreparedTask,
@@ -77,11 +80,11 @@ def test_saved_fits_predict_new_rows_without_training(task: PreparedTask,
     assert states is not None and len(states) == 1
     (training,) = training_inputs(task, None)
     rows = task.test_X
-    everything = predict_rows(task, code, training, states[0], rows)
+    (everything,) = predict_rows(task, code, [training["train.csv"]], states, rows)
     # The same fits whatever else is predicted with them: the features come from the
     # training rows alone (an inductive prepare()), and nothing is refitted.
-    assert np.array_equal(predict_rows(task, code, training, states[0], rows.head(5)),
-                          everything[:5])
+    (head,) = predict_rows(task, code, [training["train.csv"]], states, rows.head(5))
+    assert np.array_equal(head, everything[:5])
     retrained = run_script(code, {**training, "valid.csv": csv_bytes(rows),
                                   "test.csv": csv_bytes(rows)}, LIMITS)
     assert retrained.valid_csv is not None
@@ -96,6 +99,14 @@ def test_a_k_fold_answer_saves_one_model_per_fold(task: PreparedTask, tmp_path: 
     assert record["saved"] is True and record["models"] == 3
     assert sorted(p.name for p in (tmp_path / "model").iterdir()) == [
         "fold-0.pkl", "fold-1.pkl", "fold-2.pkl", "model.json"]
+    states = saved_states(tmp_path)
+    assert states is not None
+    trains = [inputs["train.csv"] for inputs in training_inputs(task, folds)]
+    # One load run replays the three fold models; each predicts as its own replay does.
+    together = predict_rows(task, solution(task, UNSEEDED), trains, states, task.test_X)
+    alone = predict_rows(task, solution(task, UNSEEDED), trains[1:2], states[1:2], task.test_X)
+    assert np.array_equal(together[1], alone[0])
+    assert not np.allclose(together[0], together[1])  # three models, learned from other rows
     # A best/ that moved on to another node has no saved model.
     (tmp_path / "node.json").write_text(json.dumps({"node_id": "other"}))
     assert saved_states(tmp_path) is None
@@ -133,7 +144,7 @@ def test_fits_saved_from_another_solution_are_refused(task: PreparedTask) -> Non
     saved = run_script(fitted_wrapper(SAVE), {**training, "solution.py": code.encode()}, LIMITS)
     assert saved.status == "ok" and saved.fitted is not None
     other = solution(task, UNSEEDED.replace("RandomForestRegressor", "ExtraTreesRegressor"))
-    result = run_script(fitted_wrapper(LOAD), replay_inputs(training, other, saved.fitted,
-                                                            csv_bytes(task.test_X)), LIMITS)
+    result = run_script(fitted_wrapper(LOAD), replay_inputs(
+        [training["train.csv"]], other, [saved.fitted], csv_bytes(task.test_X)), LIMITS)
     assert result.status == "buggy"
     assert "RandomForestRegressor" in result.error and "--refit" in result.error
