@@ -8,9 +8,10 @@ scikit-learn-style estimator class wrapped (every `sklearn.base.BaseEstimator` s
 covers LightGBM and XGBoost, and CatBoost):
 
 - `save`: after each outermost `fit` (not one called by another fit, as a Pipeline or a
-  search over settings calls its steps), the estimator's attributes are pickled, in call
-  order, into `submission/fitted.pkl`;
-- `load`: the i-th outermost `fit` takes the i-th saved attributes and returns at once. One
+  search over settings calls its steps), the fitted estimator is pickled, in call order,
+  into `submission/fitted.pkl`;
+- `load`: the i-th outermost `fit` takes the attributes of the i-th saved estimator and
+  returns at once. One
   process replays every saved model of the answer (`input/fitted-<i>.pkl`, learned from
   `input/train-<i>.csv`), each in a folder of its own, and writes their predictions as
   blocks with a `fold` column, as engine-written code that runs every fold does.
@@ -74,7 +75,8 @@ def _treeml_wrap(cls):
             if name != _treeml_name(self):
                 raise RuntimeError(f"saved fit {_treeml_next} is a {name}, this run fits a "
                                    f"{_treeml_name(self)}; predict with --refit")
-            self.__dict__.update(_treeml_pickle.loads(state))
+            restored = _treeml_pickle.loads(state)
+            self.__dict__.update(restored if isinstance(restored, dict) else restored.__dict__)
             _treeml_next += 1
             return self
         _treeml_depth += 1
@@ -82,11 +84,17 @@ def _treeml_wrap(cls):
             out = fit(self, *args, **kwargs)
         finally:
             _treeml_depth -= 1
-        try:
-            state = _treeml_pickle.dumps(self.__dict__, protocol=_treeml_pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # any pickling failure: the run goes on, unsaved
-            _treeml_unsaved.append(f"{_treeml_name(self)}: {type(exc).__name__}: {exc}")
-            state = b""
+        # The estimator itself, so its class's own pickling applies (CatBoost's model);
+        # else its attributes (a class the solution defined cannot be found by name).
+        state = b""
+        for kept in (self, self.__dict__):
+            try:
+                state = _treeml_pickle.dumps(kept, protocol=_treeml_pickle.HIGHEST_PROTOCOL)
+                break
+            except Exception as exc:  # any pickling failure: the run goes on, unsaved
+                failure = f"{_treeml_name(self)}: {type(exc).__name__}: {exc}"
+        if not state:
+            _treeml_unsaved.append(failure)
         _treeml_states.append((_treeml_name(self), state))
         return out
 

@@ -148,3 +148,26 @@ def test_fits_saved_from_another_solution_are_refused(task: PreparedTask) -> Non
         [training["train.csv"]], other, [saved.fitted], csv_bytes(task.test_X)), LIMITS)
     assert result.status == "buggy"
     assert "RandomForestRegressor" in result.error and "--refit" in result.error
+
+
+def test_an_estimator_class_of_the_solution_is_saved_by_its_attributes(
+        task: PreparedTask, tmp_path: Path) -> None:
+    # The class lives in the solution's namespace, so pickle cannot find it by name; an import
+    # after its definition makes the wrapper wrap it all the same.
+    own_class = (
+        "from sklearn.base import BaseEstimator, RegressorMixin\n\n\n"
+        "class Averaged(BaseEstimator, RegressorMixin):\n"
+        "    def fit(self, X, y):\n"
+        "        from sklearn.ensemble import ExtraTreesRegressor\n"
+        "        self.model_ = ExtraTreesRegressor(n_estimators=10).fit(X, y)\n"
+        "        return self\n\n"
+        "    def predict(self, X):\n"
+        "        return self.model_.predict(X)\n\n\n"
+        "import sklearn.svm  # noqa: E402, F401\n\n\n"
+        "def fit_predict(X, y, X_valid, X_test):\n"
+        "    X, X_valid, X_test = prepare(X, X_valid, X_test)\n"
+        "    model = Averaged().fit(X, y)\n"
+        "    return model.predict(X_valid), model.predict(X_test)\n"
+    )
+    record = save_answer(tmp_path, task, "n5", solution(task, own_class), None)
+    assert record["saved"] is True, record
