@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -169,5 +170,10 @@ def test_an_estimator_class_of_the_solution_is_saved_by_its_attributes(
         "    model = Averaged().fit(X, y)\n"
         "    return model.predict(X_valid), model.predict(X_test)\n"
     )
+    (tmp_path / "node.json").write_text(json.dumps({"node_id": "n5"}))
     record = save_answer(tmp_path, task, "n5", solution(task, own_class), None)
     assert record["saved"] is True, record
+    states = saved_states(tmp_path)
+    assert states is not None
+    # The outer list holds (class name, pickled state) pairs; the states stay unread here.
+    assert [name for name, _ in pickle.loads(states[0])] == ["__main__.Averaged"]
