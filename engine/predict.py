@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from engine.fitted import replay_inputs, saved_states, training_inputs
-from engine.folds import HOLDOUT, Folds, dev_frame
+from engine.folds import Folds, dev_frame
 from engine.runs import open_run
 from engine.scoring import (
     SubmissionError,
@@ -105,13 +105,11 @@ def feature_rows(task: PreparedTask, frame: pd.DataFrame, path: Path) -> pd.Data
 
 def training_sets(task: PreparedTask, folds: Folds | None, refit: bool) -> list[bytes]:
     """The input/train.csv of each model to fit: every row of train + valid (--refit), else
-    the learn rows of each fold of the run (the train split for the holdout)."""
-    dev = dev_frame(task)
+    the answer's own (the learn rows of each fold; a holdout run's answer is refitted on
+    every train + valid row)."""
     if refit:
-        return [csv_bytes(dev)]
-    if folds is None or folds.k == HOLDOUT:
-        return [task.split_files["train.csv"]]
-    return [csv_bytes(dev.iloc[folds.learn_rows(fold)]) for fold in range(folds.k)]
+        return [csv_bytes(dev_frame(task))]
+    return [inputs["train.csv"] for inputs in training_inputs(task, folds)]
 
 
 def predict(run: Path, rows: Path, output: Path, *, refit: bool = False,

@@ -195,6 +195,18 @@ def test_a_holdout_answer_is_refitted_on_train_and_valid(tmp_path: Path) -> None
     assert model["training"] == "every train + valid row"
     assert (run / "best" / "model" / "fold-0.pkl").is_file()
     assert "with the answer's saved model in `best/model/`" in (run / "summary.md").read_text()
+    # Same training rows, a deterministic model: the saved model predicts what --refit trains.
+    from engine.predict import main as predict_main
+
+    task.test_X.to_csv(tmp_path / "rows.csv", index=False)
+    saved, refit_out = tmp_path / "saved.csv", tmp_path / "refit.csv"
+    assert predict_main([str(run), str(tmp_path / "rows.csv"), "-o", str(saved)]) == 0
+    assert predict_main([str(run), str(tmp_path / "rows.csv"), "-o", str(refit_out),
+                         "--refit"]) == 0
+    assert np.allclose(pd.read_csv(saved).prediction, pd.read_csv(refit_out).prediction,
+                       rtol=1e-9, atol=1e-12)
+    assert np.allclose(pd.read_csv(saved).prediction,
+                       pd.read_csv(io.BytesIO(shipped)).prediction, rtol=1e-9, atol=1e-12)
 
 
 def test_no_save_model_keeps_no_model(tmp_path: Path) -> None:
