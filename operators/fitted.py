@@ -192,7 +192,7 @@ else:
     for _treeml_name_out, _treeml_rows in _treeml_out.items():
         with open(_treeml_os.path.join("submission", _treeml_name_out), "w", newline="",
                   encoding="utf-8") as _treeml_file:
-            _treeml_csv.writer(_treeml_file, lineterminator="\n").writerows(_treeml_rows)
+            _treeml_csv.writer(_treeml_file, lineterminator="\\n").writerows(_treeml_rows)
 _treeml_builtins.__import__ = _treeml_import
 '''
 
