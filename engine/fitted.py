@@ -39,11 +39,10 @@ from operators.fitted import (
     UNSAVED_MARK,
     fitted_wrapper,
 )
-from sandbox import ExecResult, Limits
+from sandbox import SUBMISSION_CAP, ExecResult, Limits
 
 MODEL_DIR = "model"  # under best/
 INFO_FILE = "model.json"
-STATE_CAP = 200 * 2**20  # the sandbox reads at most this much of a submission file
 
 
 def training_inputs(task: PreparedTask, folds: Folds | None) -> list[dict[str, bytes]]:
@@ -99,9 +98,9 @@ def fit_answer(task: PreparedTask, node_id: str, code: str, folds: Folds | None,
         where = f"model {index + 1}"
         if saved.status != "ok" or saved.fitted is None or saved.test_csv is None:
             return FittedAnswer({"saved": False, "reason": f"{where}: {_why(saved)}"})
-        if len(saved.fitted) >= STATE_CAP:
+        if len(saved.fitted) >= SUBMISSION_CAP:
             return FittedAnswer({"saved": False, "reason": f"{where}: its fits take over "
-                                                           f"{STATE_CAP // 2**20} MiB"})
+                                                           f"{SUBMISSION_CAP // 2**20} MiB"})
         replayed = run(fitted_wrapper(LOAD), replay_inputs(
             [inputs["train.csv"]], code, [saved.fitted], inputs["valid.csv"],
             inputs["test.csv"]), limits)

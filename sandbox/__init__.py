@@ -5,7 +5,8 @@ harness contract and returns an `ExecResult`; a crash, timeout or OOM is a statu
 our own failure to build the sandbox raises `SandboxError`.
 """
 
-from sandbox._runner import isolation_mode, run_script
+from sandbox._runner import SUBMISSION_CAP, isolation_mode, run_script
 from sandbox._types import ExecResult, Limits, SandboxError
 
-__all__ = ["ExecResult", "Limits", "SandboxError", "isolation_mode", "run_script"]
+__all__ = ["SUBMISSION_CAP", "ExecResult", "Limits", "SandboxError", "isolation_mode",
+           "run_script"]
