@@ -11,13 +11,16 @@
 `metric="roc_auc"`, ...; the names of `engine.config.RunConfig`) and goes through the same code
 path as `python -m engine.run`: the same checks, the same run directory. Predictions go through
 `engine.predict`: the answer's code, in the sandbox, with the fitted models the run saved in
-best/model/ (nothing trains), or trained again when it has none. Loading a model that a search's
-code wrote is running code, so it never happens in this process.
+best/model/ (nothing trains; a sandboxed process loads them once and serves every later call),
+or trained again when it has none. Loading a model that a search's code wrote is running code,
+so it never happens in this process.
 """
 
 from __future__ import annotations
 
+import io
 import tempfile
+import weakref
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -26,7 +29,7 @@ import pandas as pd
 from rich.console import Console
 
 from engine.config import RunConfig, merge, parse_budget
-from engine.predict import predict as predict_rows
+from engine.predict import Answer
 from engine.run import new_run
 from engine.runs import Run, open_run
 from search.errors import UserError
@@ -62,10 +65,17 @@ def load(run_dir: str | Path) -> Predictor:
 
 
 class Predictor:
-    """A finished run: its answer, its nodes, its summary."""
+    """A finished run: its answer, its nodes, its summary.
+
+    The first `predict` starts a sandboxed process that loads the saved model (best/model/)
+    once and serves every later call, so only the first call pays an interpreter, the
+    imports and the unpickling. It serves the answer as it was at that first call: `load` the
+    run again to serve a resumed run's new answer. `close()` (or `with`) ends it."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
+        self._answer: Answer | None = None
+        self._finalizer: weakref.finalize | None = None
 
     def _run(self) -> Run:
         return open_run(self.run_dir)
@@ -96,11 +106,25 @@ class Predictor:
         return path.read_text(encoding="utf-8")
 
     def _predictions(self, rows: pd.DataFrame) -> pd.DataFrame:
-        with tempfile.TemporaryDirectory() as folder:
-            new, out = Path(folder) / "rows.csv", Path(folder) / "predictions.csv"
-            rows.to_csv(new, index=False)
-            predict_rows(self.run_dir, new, out)
-            return pd.read_csv(out)
+        if self._answer is None:
+            self._answer = Answer(self.run_dir)
+            # The session is a sandboxed process: it ends with this predictor, or at exit.
+            self._finalizer = weakref.finalize(self, self._answer.close)
+        predictions, _, _ = self._answer.predict(rows.copy(), "the rows given")
+        return pd.read_csv(io.BytesIO(predictions))
+
+    def close(self) -> None:
+        """End the sandboxed process that serves the saved model (a later predict starts
+        another). Also done when the predictor is garbage-collected, or at exit."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._answer, self._finalizer = None, None
+
+    def __enter__(self) -> Predictor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def predict(self, rows: pd.DataFrame) -> pd.Series:
         """One prediction per row of `rows` (the training features; a target column is

@@ -161,13 +161,15 @@ def saved_states(best_dir: Path) -> list[bytes] | None:
     return [p.read_bytes() for p in paths]
 
 
-def replay_inputs(trains: list[bytes], code: str, states: list[bytes], valid: bytes,
+def replay_inputs(trains: list[bytes], code: str, states: list[bytes], valid: bytes | None = None,
                   test: bytes | None = None) -> dict[str, bytes]:
     """The input/ folder of one load run (operators/fitted.py) that predicts `valid` and
-    `test` (features CSVs; test defaults to valid) with every saved model: model i learned
-    from `trains[i]` (a train.csv) and its fits are `states[i]`."""
-    inputs = {"valid.csv": valid, "test.csv": valid if test is None else test,
-              SOLUTION_FILE: code.encode("utf-8")}
+    `test` (features CSVs; test defaults to valid) with every saved model, or of a serve
+    session (no rows: they come with each request): model i learned from `trains[i]` (a
+    train.csv) and its fits are `states[i]`."""
+    inputs = {SOLUTION_FILE: code.encode("utf-8")}
+    if valid is not None:
+        inputs |= {"valid.csv": valid, "test.csv": valid if test is None else test}
     for index, (train, state) in enumerate(zip(trains, states, strict=True)):
         inputs[f"train-{index}.csv"] = train
         inputs[f"{FITTED_PREFIX}-{index}.pkl"] = state

@@ -22,7 +22,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import pandas as pd
 
@@ -37,11 +40,12 @@ from engine.scoring import (
     read_submission,
 )
 from engine.task import PreparedTask, csv_bytes
-from operators.fitted import LOAD, fitted_wrapper
-from sandbox import ExecResult, Limits, SandboxError, run_script
+from operators.fitted import SERVE, fitted_wrapper
+from sandbox import ExecResult, Limits, SandboxError, Session, run_script, start_session
 from search.errors import EngineError, UserError, exit_code
 
 DEFAULT_TIMEOUT = 600.0
+T = TypeVar("T")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,7 +80,7 @@ def read_rows(path: Path) -> pd.DataFrame:
     return frame
 
 
-def feature_rows(task: PreparedTask, frame: pd.DataFrame, path: Path) -> pd.DataFrame:
+def feature_rows(task: PreparedTask, frame: pd.DataFrame, path: object) -> pd.DataFrame:
     """The new rows with exactly the training features, in training order; the target column,
     if present, is dropped. Missing or extra columns are a UserError naming them all."""
     features = [str(c) for c in task.train.columns if c != task.target]
@@ -112,48 +116,94 @@ def training_sets(task: PreparedTask, folds: Folds | None, refit: bool) -> list[
     return [inputs["train.csv"] for inputs in training_inputs(task, folds)]
 
 
+class Answer:
+    """A run's answer, ready to predict new rows. With a saved model (and no `refit`) the
+    model is served by a sandbox session, started on the first call and kept until `close()`:
+    later calls pay only the solution's own steps, not an interpreter, imports and unpickling.
+    Without one, every call trains the answer again."""
+
+    def __init__(self, run: Path, *, refit: bool = False, timeout: float | None = None) -> None:
+        opened = open_run(run)
+        self.run, self.task = run, opened.task()
+        solution = run / "best" / "solution.py"
+        if not solution.is_file():
+            raise EngineError(f"{run} has no best solution (no node scored ok yet, or every "
+                              "ok node breaks a constraint: see summary.md); resume the run "
+                              "to find one")
+        if timeout is None:
+            configured = float(opened.config.get("exec_timeout") or 0.0)
+            timeout = max(DEFAULT_TIMEOUT, 2 * configured)
+        self.timeout, self.refit = timeout, refit
+        self.code, self.folds = solution.read_text(), opened.store.load_folds()
+        self.states = None if refit else saved_states(run / "best")
+        self._session: Session | None = None
+
+    def predict(self, rows: pd.DataFrame, source: object) -> tuple[bytes, int, str]:
+        """The predictions CSV of `rows` (`source` names them in errors), how many, and how
+        they were made."""
+        frame = feature_rows(self.task, rows, source)
+        new = csv_bytes(frame)
+        if self.states is not None:
+            parts = self._served(new, len(frame))
+            how = f"its saved model ({len(self.states)} fitted, nothing trained)"
+        else:
+            parts = []
+            trains = training_sets(self.task, self.folds, self.refit)
+            for train in trains:
+                result = _run(self.code, {"train.csv": train, "valid.csv": new, "test.csv": new,
+                                          "description.md": self.task.description.encode()},
+                              self.timeout)
+                parts.append(_read(partial(read_submission, self.task, result.valid_csv,
+                                           "valid", len(frame))))
+            how = ("trained again on train + valid" if self.refit else
+                   f"trained again ({len(trains)} fit{'s' * (len(trains) > 1)}: no saved "
+                   "model)")
+        return frame_csv(self.task, combine_predictions(self.task, parts)), len(frame), how
+
+    def _served(self, new: bytes, count: int) -> list[pd.DataFrame]:
+        assert self.states is not None
+        if self._session is None or not self._session.alive:
+            trains = [inputs["train.csv"] for inputs in training_inputs(self.task, self.folds)]
+            try:
+                self._session = start_session(fitted_wrapper(SERVE), replay_inputs(
+                    trains, self.code, self.states), Limits(wall_seconds=self.timeout))
+            except SandboxError as exc:
+                raise EngineError(f"the sandbox could not run the solution: {exc}") from exc
+        reply = self._session.request(new)
+        if reply.csv is None:
+            raise EngineError(f"the best solution failed on the new rows: {reply.error}")
+        return _read(partial(read_stacked, self.task, reply.csv, "valid", count,
+                             len(self.states)))
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    def __enter__(self) -> Answer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def predict(run: Path, rows: Path, output: Path, *, refit: bool = False,
             timeout: float | None = None) -> tuple[int, str]:
     """Write predictions for `rows` to `output`; returns how many, and how they were made."""
-    opened = open_run(run)
-    task = opened.task()
-    frame = feature_rows(task, read_rows(rows), rows)
-    solution = run / "best" / "solution.py"
-    if not solution.is_file():
-        raise EngineError(f"{run} has no best solution (no node scored ok yet, or every ok "
-                          "node breaks a constraint: see summary.md); resume the run to find one")
-    new = csv_bytes(frame)
-    if timeout is None:
-        configured = float(opened.config.get("exec_timeout") or 0.0)
-        timeout = max(DEFAULT_TIMEOUT, 2 * configured)
-    code, folds = solution.read_text(), opened.store.load_folds()
-    states = None if refit else saved_states(run / "best")
-    if states is not None:
-        trains = [inputs["train.csv"] for inputs in training_inputs(task, folds)]
-        result = _run(fitted_wrapper(LOAD), replay_inputs(trains, code, states, new), timeout)
-        try:
-            parts = read_stacked(task, result.valid_csv, "valid", len(frame), len(states))
-        except SubmissionError as exc:
-            raise EngineError(f"the best solution wrote unusable predictions: {exc}") from exc
-        how = f"its saved model ({len(states)} fitted, nothing trained)"
-    else:
-        parts = []
-        trains = training_sets(task, folds, refit)
-        for train in trains:
-            result = _run(code, {"train.csv": train, "valid.csv": new, "test.csv": new,
-                                 "description.md": task.description.encode("utf-8")}, timeout)
-            try:
-                parts.append(read_submission(task, result.valid_csv, "valid", len(frame)))
-            except SubmissionError as exc:
-                raise EngineError(f"the best solution wrote unusable predictions: {exc}") from exc
-        how = ("trained again on train + valid" if refit else
-               f"trained again ({len(trains)} fit{'s' * (len(trains) > 1)}: no saved model)")
-    predictions = frame_csv(task, combine_predictions(task, parts))
+    with Answer(run, refit=refit, timeout=timeout) as answer:
+        predictions, count, how = answer.predict(read_rows(rows), rows)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(f".{output.name}.tmp")
     tmp.write_bytes(predictions)
     os.replace(tmp, output)
-    return len(frame), how
+    return count, how
+
+
+def _read(parse: Callable[[], T]) -> T:
+    try:
+        return parse()
+    except SubmissionError as exc:
+        raise EngineError(f"the best solution wrote unusable predictions: {exc}") from exc
 
 
 def _run(script: str, inputs: dict[str, bytes], timeout: float) -> ExecResult:

@@ -11,10 +11,13 @@ covers LightGBM and XGBoost, and CatBoost):
   search over settings calls its steps), the fitted estimator is pickled, in call order,
   into `submission/fitted.pkl`;
 - `load`: the i-th outermost `fit` takes the attributes of the i-th saved estimator and
-  returns at once. One
-  process replays every saved model of the answer (`input/fitted-<i>.pkl`, learned from
-  `input/train-<i>.csv`), each in a folder of its own, and writes their predictions as
-  blocks with a `fold` column, as engine-written code that runs every fold does.
+  returns at once. One process replays every saved model of the answer
+  (`input/fitted-<i>.pkl`, learned from `input/train-<i>.csv`), each in a folder of its
+  own, and writes their predictions as blocks with a `fold` column, as engine-written code
+  that runs every fold does;
+- `serve`: `load`, request after request, in a sandbox session (sandbox/_session.py): the
+  interpreter, the imports and the saved states are loaded once, and each request pays only
+  the solution's own steps with its fits restored.
 
 The solution reads the same training rows in both modes, so every step around the fits
 (feature preparation, encodings learned from `y`) computes what it computed when saved, and
@@ -31,7 +34,9 @@ wrapper, inside the sandbox, never in the engine's process.
 
 from __future__ import annotations
 
-SAVE, LOAD = "save", "load"
+from sandbox import REPLY_DIR, REPLY_FD_ENV, REQUEST_FILE
+
+SAVE, LOAD, SERVE = "save", "load", "serve"
 STATE_FILE = "fitted.pkl"  # written to submission/ by a save
 FITTED_PREFIX = "fitted"  # a load reads input/fitted-<i>.pkl with input/train-<i>.csv, i = 0..
 SOLUTION_FILE = "solution.py"  # the solution script, an input file of the wrapper
@@ -67,7 +72,7 @@ def _treeml_wrap(cls):
         global _treeml_next, _treeml_depth
         if _treeml_depth:  # a fit inside a fit: part of the outer one's state
             return fit(self, *args, **kwargs)
-        if _TREEML_MODE == "load":
+        if _TREEML_MODE != "save":
             if _treeml_next >= len(_treeml_states):
                 raise RuntimeError("the saved model holds fewer fits than this run makes; "
                                    "predict with --refit")
@@ -153,54 +158,85 @@ if _TREEML_MODE == "save":
 else:
     # Every saved model in this one process (imports are paid once): model i runs in a
     # folder of its own whose input/train.csv is input/train-<i>.csv; its predictions join
-    # submission/{valid,test}.csv as the block with `fold` i.
+    # <out>/{valid,test}.csv as the block with `fold` i.
     import csv as _treeml_csv
     import os as _treeml_os
 
     _treeml_home = _treeml_os.getcwd()
-    _treeml_out = {name: [] for name in ("valid.csv", "test.csv")}
-    _treeml_count = 0
-    while _treeml_os.path.exists(f"input/__FITTED__-{_treeml_count}.pkl"):
-        _treeml_count += 1
-    for _treeml_model in range(_treeml_count):
-        _treeml_work = _treeml_os.path.join(_treeml_home, f"_treeml_model{_treeml_model}")
-        _treeml_os.makedirs(_treeml_os.path.join(_treeml_work, "input"))
-        _treeml_os.makedirs(_treeml_os.path.join(_treeml_work, "submission"))
-        for _treeml_name_in, _treeml_name_to in ((f"train-{_treeml_model}.csv", "train.csv"),
-                                                 ("valid.csv", "valid.csv"),
-                                                 ("test.csv", "test.csv")):
-            _treeml_os.symlink(_treeml_os.path.join(_treeml_home, "input", _treeml_name_in),
-                               _treeml_os.path.join(_treeml_work, "input", _treeml_name_to))
-        with open(f"input/__FITTED__-{_treeml_model}.pkl", "rb") as _treeml_file:
-            _treeml_states = _treeml_pickle.load(_treeml_file)
-        _treeml_next = 0
-        _treeml_os.chdir(_treeml_work)
-        try:
-            _treeml_run()
-        finally:
-            _treeml_os.chdir(_treeml_home)
-        if _treeml_next != len(_treeml_states):
-            raise RuntimeError(f"model {_treeml_model + 1} restored {_treeml_next} of its "
-                               f"{len(_treeml_states)} saved fits; predict with --refit")
-        for _treeml_name_out, _treeml_rows in _treeml_out.items():
-            with open(_treeml_os.path.join(_treeml_work, "submission", _treeml_name_out),
-                      newline="", encoding="utf-8") as _treeml_file:
-                _treeml_lines = list(_treeml_csv.reader(_treeml_file))
-            if not _treeml_rows:
-                _treeml_rows.append(["fold", *_treeml_lines[0]])
-            _treeml_rows.extend([str(_treeml_model), *row] for row in _treeml_lines[1:])
-    for _treeml_name_out, _treeml_rows in _treeml_out.items():
-        with open(_treeml_os.path.join("submission", _treeml_name_out), "w", newline="",
-                  encoding="utf-8") as _treeml_file:
-            _treeml_csv.writer(_treeml_file, lineterminator="\\n").writerows(_treeml_rows)
+    _treeml_models = []
+    while _treeml_os.path.exists(f"input/__FITTED__-{len(_treeml_models)}.pkl"):
+        with open(f"input/__FITTED__-{len(_treeml_models)}.pkl", "rb") as _treeml_file:
+            _treeml_models.append(_treeml_pickle.load(_treeml_file))
+
+    def _treeml_link(source, link):
+        if _treeml_os.path.lexists(link):
+            _treeml_os.unlink(link)
+        _treeml_os.symlink(_treeml_os.path.join(_treeml_home, "input", source), link)
+
+    def _treeml_replay(valid, test, out):
+        global _treeml_states, _treeml_next
+        blocks = {name: [] for name in ("valid.csv", "test.csv")}
+        for model, states in enumerate(_treeml_models):
+            work = _treeml_os.path.join(_treeml_home, f"_treeml_model{model}")
+            for sub in ("input", "submission"):
+                _treeml_os.makedirs(_treeml_os.path.join(work, sub), exist_ok=True)
+            for source, name in ((f"train-{model}.csv", "train.csv"), (valid, "valid.csv"),
+                                 (test, "test.csv")):
+                _treeml_link(source, _treeml_os.path.join(work, "input", name))
+            _treeml_states, _treeml_next = states, 0
+            _treeml_os.chdir(work)
+            try:
+                _treeml_run()
+            finally:
+                _treeml_os.chdir(_treeml_home)
+            if _treeml_next != len(states):
+                raise RuntimeError(f"model {model + 1} restored {_treeml_next} of its "
+                                   f"{len(states)} saved fits; predict with --refit")
+            for name, rows in blocks.items():
+                with open(_treeml_os.path.join(work, "submission", name), newline="",
+                          encoding="utf-8") as file:
+                    lines = list(_treeml_csv.reader(file))
+                if not rows:
+                    rows.append(["fold", *lines[0]])
+                rows.extend([str(model), *row] for row in lines[1:])
+        _treeml_os.makedirs(out, exist_ok=True)
+        for name, rows in blocks.items():
+            with open(_treeml_os.path.join(out, name), "w", newline="",
+                      encoding="utf-8") as file:
+                _treeml_csv.writer(file, lineterminator="\\n").writerows(rows)
+
+    if _TREEML_MODE == "load":
+        _treeml_replay("valid.csv", "test.csv", "submission")
+    else:
+        # A session (sandbox/_session.py): request n is input/__REQUEST__, its answer
+        # submission/__REPLY__/valid.csv; the solution's own prints stay on stdout/stderr.
+        import traceback as _treeml_traceback
+
+        _treeml_reply = _treeml_os.fdopen(int(_treeml_os.environ["__REPLY_FD__"]), "w",
+                                          buffering=1)
+        for _treeml_line in _treeml_sys.stdin:
+            _treeml_n = _treeml_line.strip()
+            try:
+                _treeml_replay("__REQUEST__".format(n=_treeml_n),
+                               "__REQUEST__".format(n=_treeml_n),
+                               _treeml_os.path.join("submission",
+                                                    "__REPLY__".format(n=_treeml_n)))
+            except BaseException as _treeml_exc:  # the solution's failure is a reply
+                _treeml_traceback.print_exc()
+                _treeml_why = (str(_treeml_exc).strip().splitlines() or [""])[0][:300]
+                _treeml_reply.write(f"error {type(_treeml_exc).__name__}: {_treeml_why}\\n")
+            else:
+                _treeml_reply.write(f"ok {_treeml_n}\\n")
 _treeml_builtins.__import__ = _treeml_import
 '''
 
 
 def fitted_wrapper(mode: str) -> str:
-    """The script that runs `input/solution.py` saving (SAVE) or restoring (LOAD) its fits."""
-    if mode not in (SAVE, LOAD):
-        raise ValueError(f"mode must be {SAVE!r} or {LOAD!r}, got {mode!r}")
+    """The script that runs `input/solution.py` saving (SAVE) or restoring (LOAD) its fits,
+    or restoring them to answer request after request in a sandbox session (SERVE)."""
+    if mode not in (SAVE, LOAD, SERVE):
+        raise ValueError(f"mode must be {SAVE!r}, {LOAD!r} or {SERVE!r}, got {mode!r}")
     return (_WRAPPER.replace("__MODE__", repr(mode)).replace("__STATE__", STATE_FILE)
             .replace("__SOLUTION__", SOLUTION_FILE).replace("__UNSAVED__", UNSAVED_MARK)
-            .replace("__FITTED__", FITTED_PREFIX))
+            .replace("__FITTED__", FITTED_PREFIX).replace("__REQUEST__", REQUEST_FILE)
+            .replace("__REPLY_FD__", REPLY_FD_ENV).replace("__REPLY__", REPLY_DIR))

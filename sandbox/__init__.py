@@ -2,11 +2,13 @@
 
 `run_script(code, inputs, limits)` runs one candidate in a fresh workdir laid out per the
 harness contract and returns an `ExecResult`; a crash, timeout or OOM is a status, and only
-our own failure to build the sandbox raises `SandboxError`.
+our own failure to build the sandbox raises `SandboxError`. `start_session` starts a script
+confined the same way that stays up and serves requests (sandbox/_session.py).
 """
 
 from sandbox._runner import SUBMISSION_CAP, isolation_mode, run_script
+from sandbox._session import REPLY_DIR, REPLY_FD_ENV, REQUEST_FILE, Reply, Session, start_session
 from sandbox._types import ExecResult, Limits, SandboxError
 
-__all__ = ["SUBMISSION_CAP", "ExecResult", "Limits", "SandboxError", "isolation_mode",
-           "run_script"]
+__all__ = ["REPLY_DIR", "REPLY_FD_ENV", "REQUEST_FILE", "SUBMISSION_CAP", "ExecResult", "Limits",
+           "Reply", "SandboxError", "Session", "isolation_mode", "run_script", "start_session"]

@@ -348,18 +348,24 @@ def _sweep(proc: subprocess.Popen[bytes], uid: int | None) -> None:
         log.warning("sandbox: process %d did not exit after SIGKILL", proc.pid)
 
 
-def _read_submission(workdir: Path, name: str) -> bytes | None:
-    """Bytes of submission/<name> if it is a regular file; links are not followed.
+def _read_submission(workdir: Path, name: str, folders: Sequence[str] = ("submission",)
+                     ) -> bytes | None:
+    """Bytes of <folders...>/<name> under `workdir` if it is a regular file; no link is
+    followed, at any level.
 
     We read as root what the candidate wrote: a symlink to a hidden label file (or a FIFO
     that would block) must not be followed.
     """
     flags = os.O_RDONLY | os.O_NOFOLLOW
     try:
-        dir_fd = os.open(workdir / "submission", flags | os.O_DIRECTORY)
+        dir_fd = os.open(workdir, flags | os.O_DIRECTORY)
     except OSError:
         return None
     try:
+        for folder in folders:
+            inner = os.open(folder, flags | os.O_DIRECTORY, dir_fd=dir_fd)
+            os.close(dir_fd)
+            dir_fd = inner
         fd = os.open(name, flags | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError:
         return None

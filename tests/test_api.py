@@ -29,6 +29,15 @@ def test_fit_a_dataframe_then_predict_and_load(tmp_path: Path) -> None:
     proba = predictor.predict_proba(new)
     assert list(proba.columns) == ["no", "yes"] and np.allclose(proba.sum(axis=1), 1.0)
     assert (proba["yes"] > 0.5).tolist() == (labels == "yes").tolist()
+    # The saved model is served by one sandboxed process, from the first call to close().
+    assert (predictor.run_dir / "best" / "model" / "model.json").is_file()
+    assert predictor._answer is not None
+    session = predictor._answer._session
+    assert session is not None and session.alive
+    assert predictor.predict(new.iloc[::-1]).tolist() == labels.tolist()[::-1]
+    assert predictor._answer._session is session
+    predictor.close()
+    assert not session.alive and not session.workdir.exists()
     again = load(predictor.run_dir)
     assert again.leaderboard().node_id.tolist() == board.node_id.tolist()
     assert "def fit_predict" in again.solution_code() and again.summary().startswith("# Run")
