@@ -273,8 +273,13 @@ def engine_argv(job: Job, dataset: Dataset, settings: Settings, folder: Path, da
             "--seed", str(job.seed), "--split-seed", str(settings.split_seed),
             "--budget", f"{settings.budget:g}s", "--llm", settings.llm,
             "--executors", str(settings.executors), "--out", str(folder), "--quiet",
-            # Saving the answer's model changes no score and would run past the budget.
-            "--no-save-model", *settings.engine_args]
+            # Saving the answer's model changes no score and would run past the budget; no
+            # memory unless asked for (`--memory PATH` passes through): a benchmark must not
+            # depend on what this machine ran before, nor add to the user's memory.
+            "--no-save-model",
+            *([] if any(a.split("=", 1)[0] == "--memory" for a in settings.engine_args)
+              else ["--memory", "off"]),
+            *settings.engine_args]
 
 
 def _run_policy(job: Job, dataset: Dataset, settings: Settings, out: Path, data: Path,

@@ -145,6 +145,11 @@ class RunConfig:
         "do not keep the answer's fitted models in best/model/ (kept, engine.predict needs "
         "no training; it costs one more fit of the answer per fold, and a replay, at the end "
         "of the run)"))
+    memory: str = field(default="", metadata=_flag(
+        "the solution memory, a SQLite file: other runs' working code is recalled from it "
+        "(recall drafts, fixes shown to debug steps, with the memory the project ships) and "
+        "this run is added to it at the end; 'off' for none (default: $TREEML_MEMORY, else "
+        "~/.cache/treeml/memory.sqlite)", metavar="PATH|off"))
     analyst: bool = field(default=False, metadata=_flag(
         "before drafting, run an LLM-written data exploration script; what it prints joins "
         "every later prompt"))

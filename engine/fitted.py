@@ -161,6 +161,19 @@ def saved_states(best_dir: Path) -> list[bytes] | None:
     return [p.read_bytes() for p in paths]
 
 
+def saved_answer(best_dir: Path, node_id: str) -> FittedAnswer | None:
+    """The fits already saved for `node_id` (a resumed run whose answer did not change), so
+    they are kept, not fitted and replayed again; None when there are none for it."""
+    states = saved_states(best_dir)
+    if states is None:
+        return None
+    info = json.loads((best_dir / MODEL_DIR / INFO_FILE).read_text())
+    if info.get("node_id") != node_id:
+        return None
+    test = best_dir / "submission" / "test.csv"  # a holdout answer's: its refit's
+    return FittedAnswer(info, states, [test.read_bytes()] if test.is_file() else [])
+
+
 def replay_inputs(trains: list[bytes], code: str, states: list[bytes], valid: bytes | None = None,
                   test: bytes | None = None) -> dict[str, bytes]:
     """The input/ folder of one load run (operators/fitted.py) that predicts `valid` and

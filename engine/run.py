@@ -32,8 +32,9 @@ from engine.config import (
     merge,
     task_yaml_text,
 )
-from engine.fitted import FittedAnswer, fit_answer, keep
+from engine.fitted import FittedAnswer, fit_answer, keep, saved_answer
 from engine.folds import HOLDOUT, Folds, dev_frame, dev_labels, make_folds
+from engine.memory import RECALLED_CASES, Recollection, fingerprint, recall, remember, resolve
 from engine.outputs import write_outputs
 from engine.runs import open_run
 from engine.select import Runner
@@ -42,6 +43,7 @@ from engine.summary import summary_facts, write_summary
 from engine.task import PreparedTask, TaskSpec, csv_bytes, prepare_task
 from operators.analyst import analysis_findings, next_analysis
 from operators.context import TaskContext
+from operators.memory import meta_features, nearest_cases
 from sandbox import isolation_mode
 from search.constraints import Constraints
 from search.errors import BackendError, EngineError, StoreError, UserError, exit_code
@@ -114,6 +116,41 @@ def request_config(text: str, overrides: dict[str, Any], console: Console) -> Ru
     request = resolve_request(text, flags=overrides, llm=make_llm)
     console.print(request.describe(), markup=False, highlight=False)
     return RunConfig(**request.config_values())
+
+
+def retrieve(task: PreparedTask, config: RunConfig, console: Console
+             ) -> tuple[Recollection, dict[str, Any]]:
+    """The cases (nearest other tasks' working code) and fixes this run may use, from the
+    memory (engine/memory.py); and the record of them for the manifest and summary."""
+    path = resolve(config.memory)
+    if path is None:
+        return Recollection(), {"store": "off"}
+    mark = fingerprint(task)
+    memory = recall(config.memory)
+    cases = nearest_cases(meta_features(task.train, task.target, task.task_type), mark,
+                          task.task_type, memory.cases, k=RECALLED_CASES,
+                          needs_proba=task.metric.needs_proba)
+    fixes = tuple(f for f in memory.fixes if f.fingerprint != mark)
+    record = {"store": str(path), "fingerprint": mark, "fixes": len(fixes),
+              "cases": [{"case_id": c.case_id, "dataset": c.dataset, "operator": c.operator,
+                         "gain": round(c.gain, 4), "metric": c.metric} for c in cases]}
+    if cases:
+        console.print("recalling " + ", ".join(f"{c.operator} code of {c.dataset}"
+                                                for c in cases)
+                      + f" (memory {path}); {len(fixes)} remembered fixes", markup=False)
+    return Recollection(tuple(cases), fixes), record
+
+
+def remember_run(config: RunConfig, root: Path, console: Console) -> dict[str, Any]:
+    """Add the finished run to the memory; a memory that fails loses nothing of the run."""
+    try:
+        learned = remember(config.memory, root)
+    except Exception as exc:  # the run is stored: the memory is extra
+        console.print(f"warning: the run was not added to the memory: {exc}", markup=False)
+        return {"added": False, "error": str(exc)}
+    if learned is None:
+        return {}
+    return {"added": True, "added_cases": len(learned.cases), "added_fixes": len(learned.fixes)}
 
 
 def task_context(task: PreparedTask, seed: int) -> TaskContext:
@@ -319,10 +356,12 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
     # Each start gets its own seed stream, so a resumed run does not replay the first one.
     seed = config.seed + 1000 * len(starts)
     drafts = config.num_drafts if config.num_drafts is not None else 1 if config.floor else 3
+    recalled, memory_record = retrieve(task, config, console)
     policy = make_policy(config.policy, seed=seed, num_drafts=drafts,
                          debug_prob=config.debug_prob, max_debug_depth=config.max_debug_depth,
                          # the floor tunes and ensembles: the model is asked for features
-                         ideas="features" if config.floor else "all")
+                         ideas="features" if config.floor else "all",
+                         cases=tuple(c.case_id for c in recalled.cases))
     floor = None
     if config.floor or config.ensemble:
         floor = Floor(seed, portfolio=config.floor, tuning=config.floor,
@@ -359,7 +398,9 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
         loop = SearchLoop(
             task=task, store=store, journal=journal,
             # A resumed run gets its findings back from the analysis node in the Journal.
-            ctx=replace(task_context(task, seed), findings=analysis_findings(journal)),
+            ctx=replace(task_context(task, seed), findings=analysis_findings(journal),
+                        cases=recalled.cases, fixes=recalled.fixes,
+                        fingerprint=memory_record.get("fingerprint", "")),
             policy=policy, budget=budget, exec_timeout=config.exec_timeout, requeue=requeue,
             llm_timeout=config.llm_timeout, reflect=config.reflect,
             on_node=lambda node, s: progress.node(node, s.prompt_tokens + s.completion_tokens),
@@ -406,7 +447,9 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
     if "test_raw" in selection.get("refit", {}):  # the holdout's answer, refitted on all rows
         facts["best_test"], facts["refit"] = selection["refit"]["test_raw"], True
     facts["isolation"] = store.manifest().get("isolation", "")
-    store.update_manifest(spent=spent, result=facts, selection=selection)
+    memory_record |= remember_run(config, store.root, console)
+    facts["memory"] = memory_record
+    store.update_manifest(spent=spent, result=facts, selection=selection, memory=memory_record)
     facts["request_warnings"] = manifest.get("request_warnings", [])
     facts["selection"] = selection
     summary = write_summary(store.root, task, journal, all_tests, facts)
@@ -461,7 +504,12 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
     folds = store.load_folds()
     fitted = None
     if valid is not None and config.save_model:
-        fitted = fit_model(task, node, folds, run, limits, console)
+        fitted = saved_answer(store.root / "best", winner)
+        if fitted is not None:
+            console.print("the answer is the one already saved: its fitted models are kept",
+                          markup=False)
+        else:
+            fitted = fit_model(task, node, folds, run, limits, console)
         record["model"] = fitted.record
     if valid is not None and folds is not None and folds.k == HOLDOUT:
         # Scored on the holdout, the answer learned from train alone: it learns once more

@@ -196,6 +196,37 @@ def analysis_section(journal: Journal) -> list[str]:
             f"- failed {len(tries)}x (last: {last}); the search went on without findings", ""]
 
 
+def memory_section(journal: Journal, record: dict[str, Any], metric: str) -> list[str]:
+    """--memory: the cases retrieved, how each recall draft that adapted one did, and what
+    the run added."""
+    if not record or record.get("store") in (None, "off"):
+        return []
+    base = next((n for n in journal if n.operator is Operator.BASELINE and n.is_ok), None)
+    lines = ["## Memory", "", f"- store: `{record['store']}`; {record.get('fixes', 0)} "
+             "remembered fixes (debug steps are shown the nearest one)"]
+    recalls = {n.hint: n for n in journal if n.operator is Operator.RECALL}
+    for case in record.get("cases", []):
+        node = recalls.get(case["case_id"])
+        if node is None:
+            outcome = "not tried"
+        elif not node.is_ok:
+            outcome = f"recall {node.node_id} {node.status.value}: {node.error[:80]}"
+        else:
+            beat = (" (beats the baseline)" if base is not None and base.metric is not None
+                    and (node.metric or 0.0) > base.metric else "")
+            outcome = f"recall {node.node_id} ok, valid {metric} {_fmt(node.metric_raw)}{beat}"
+        lines.append(f"- case {case['case_id']}: {case['operator']} code of {case['dataset']} "
+                     f"(gain {case['gain']:+.3f} there): {outcome}")
+    if not record.get("cases"):
+        lines.append("- no case retrieved (no other task of this type in the memory)")
+    if record.get("added"):
+        lines.append(f"- added to the memory: {record.get('added_cases', 0)} cases, "
+                     f"{record.get('added_fixes', 0)} fixes")
+    elif record.get("error"):
+        lines.append(f"- not added to the memory: {record['error']}")
+    return [*lines, ""]
+
+
 def write_summary(root: Path, task: PreparedTask, journal: Journal,
                   tests: dict[str, float | None], facts: dict[str, Any]) -> Path:
     lines = [f"# Run {root.name}", ""]
@@ -216,6 +247,7 @@ def write_summary(root: Path, task: PreparedTask, journal: Journal,
     lines += _excluded_section(journal)
     lines += _verification_section(journal, facts.get("request_warnings") or [])
     lines += analysis_section(journal)
+    lines += memory_section(journal, facts.get("memory") or {}, task.metric.name)
     errors = top_errors(journal)
     if errors:
         lines += ["## Top errors", ""] + [f"- {e} ({n}x)" for e, n in errors] + [""]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from operators.memory import Case, Fix
+
 
 @dataclass(frozen=True, slots=True)
 class TaskContext:
@@ -20,3 +22,8 @@ class TaskContext:
     seed: int = 0
     max_tokens: int = 900  # a fit_predict fits in ~400 tokens; the cap bounds rambling replies
     findings: str = ""  # --analyst: facts the exploration script printed (see analysis_findings)
+    # --memory (engine/memory.py): other tasks' working code retrieved for this one (a recall
+    # step adapts one), and the fixes a debug step may be shown
+    cases: tuple[Case, ...] = ()
+    fixes: tuple[Fix, ...] = ()
+    fingerprint: str = ""  # of this task (operators.memory.task_fingerprint)

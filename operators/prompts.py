@@ -7,10 +7,13 @@ reuses its KV cache; the operator-specific part comes last and is short.
 
 from __future__ import annotations
 
+import difflib
+
 from operators.analyst import analysis_prompt
 from operators.context import TaskContext
 from operators.failures import code_block, failure_section
 from operators.harness import model_part, predict_call
+from operators.memory import Case, nearest_fix, shortened
 from operators.replies import one_line
 from search.chat import ChatPrompt
 from search.ideas import draft_idea, improve_idea
@@ -26,6 +29,7 @@ SYSTEM = (
 )
 
 INSIGHTS_ASKED = 5  # SELA expands 5 children per node: one idea per child
+FIX_LINES = 16  # of a remembered fix's diff: the prompt stays short
 
 
 def returns_text(ctx: TaskContext) -> str:
@@ -101,6 +105,28 @@ def draft_prompt(ctx: TaskContext, proposal: Proposal, draft_index: int) -> Chat
     return _prompt(ctx, tail, proposal, ctx.max_tokens)
 
 
+def recalled_case(ctx: TaskContext, proposal: Proposal) -> Case:
+    """The retrieved case a recall step adapts (its id is the proposal's idea)."""
+    for case in ctx.cases:
+        if case.case_id == proposal.idea:
+            return case
+    raise ValueError(f"recall of case {proposal.idea!r}, which was not retrieved for this task")
+
+
+def recall_prompt(ctx: TaskContext, proposal: Proposal) -> ChatPrompt:
+    """Case-based drafting (seed 004): adapt working code of the nearest earlier task."""
+    case = recalled_case(ctx, proposal)
+    tail = (
+        f"# Working model code from a similar task ({case.task_type}, {case.metric})\n"
+        f"{code_block(shortened(case.code))}\n\n"
+        "# Your job\nAdapt this code to the task above: keep its model, PARAMS and approach; "
+        "change only what this task's target and predictions need (prepare() already handles "
+        "the columns). If nothing needs to change, return it unchanged. Return the whole "
+        "model code."
+    )
+    return _prompt(ctx, tail, proposal, ctx.max_tokens)
+
+
 def _current(ctx: TaskContext, journal: Journal, parent_id: str) -> str:
     """The improve context: the parent's code and score, and what siblings already tried."""
     parent = journal.get(parent_id)
@@ -151,9 +177,24 @@ def debug_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal,
     tail = (
         failure_section(journal, proposal.parent_id)
         + ("\n" + _notes(reflection) if reflection else "")
+        + _fix_section(ctx, journal.get(proposal.parent_id).error)
         + f"\n# Your job\n{ask}"
     )
     return _prompt(ctx, tail, proposal, ctx.max_tokens)
+
+
+def _fix_section(ctx: TaskContext, error: str) -> str:
+    """The edit that cured the same error in an earlier run (--memory), as a short diff."""
+    fix = nearest_fix(error, ctx.fingerprint, ctx.fixes) if ctx.fixes and error else None
+    if fix is None:
+        return ""
+    diff = [line for line in difflib.unified_diff(
+        fix.failed.splitlines(), fix.fixed.splitlines(), lineterm="", n=0)
+        if not line.startswith(("---", "+++", "@@"))][:FIX_LINES]
+    if not diff:
+        return ""
+    return ("\n# The same error was fixed in an earlier run by this edit\n"
+            + "```diff\n" + "\n".join(diff) + "\n```\n")
 
 
 REFLECT_TOKENS = 150  # three sentences; a longer reflection only delays the code call
@@ -233,6 +274,8 @@ def build_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal,
                  reflection: str = "") -> ChatPrompt:
     if proposal.operator is Operator.DRAFT:
         return draft_prompt(ctx, proposal, len(journal.draft_nodes))
+    if proposal.operator is Operator.RECALL:
+        return recall_prompt(ctx, proposal)
     if proposal.operator is Operator.IMPROVE:
         return improve_prompt(ctx, proposal, journal, reflection)
     if proposal.operator is Operator.DEBUG:

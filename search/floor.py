@@ -196,7 +196,8 @@ class Floor:
             return proposal.family if proposal.family in FAMILIES else None
         if node.operator is Operator.TUNE and node.parent_id is not None:
             return f"node:{node.parent_id}"
-        if node.operator in (Operator.DRAFT, Operator.IMPROVE, Operator.DEBUG, Operator.SELA):
+        if node.operator in (Operator.DRAFT, Operator.RECALL, Operator.IMPROVE, Operator.DEBUG,
+                             Operator.SELA):
             return f"node:{node.node_id}" if space_around(node_params(node)) else None
         return None
 

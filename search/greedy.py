@@ -1,5 +1,8 @@
 """Greedy AIDE-style policy: draft a few roots, then debug buggy leaves or improve the best.
 
+With retrieved cases (--memory), the first roots are recall drafts, one per case: the
+LLM adapts another task's working code; the generated drafts follow.
+
 Ensembles, the portfolio and tuning are the engine's own work (search/floor.py), not the
 policy's.
 
@@ -21,7 +24,7 @@ from search.node import Node, Operator
 from search.policy import InFlightKey, Proposal, register
 
 # Steps whose result may give greedy something to debug or improve.
-LLM_STEPS = frozenset({Operator.DRAFT, Operator.DEBUG, Operator.IMPROVE})
+LLM_STEPS = frozenset({Operator.DRAFT, Operator.RECALL, Operator.DEBUG, Operator.IMPROVE})
 
 
 @dataclass
@@ -32,6 +35,9 @@ class GreedyPolicy:
     max_debug_depth: int = 3
     base_temperature: float = 0.7
     ideas: str = "all"  # draft and improvement idea pools (search.ideas.IDEA_POOLS)
+    # Retrieved cases (--memory): ids of other tasks' working code; each is adapted by one
+    # recall draft, before the generated drafts
+    cases: tuple[str, ...] = ()
     name: str = "greedy"
 
     def __post_init__(self) -> None:
@@ -55,7 +61,12 @@ class GreedyPolicy:
 
     def _one(self, journal: Journal, taken: Mapping[InFlightKey, int]) -> Proposal | None:
         drafts_in_flight = taken.get((Operator.DRAFT, None), 0)
-        n_drafts = len(journal.draft_nodes) + drafts_in_flight
+        recalls_in_flight = taken.get((Operator.RECALL, None), 0)
+        recalled = sum(n.operator is Operator.RECALL for n in journal.draft_nodes)
+        if recalled + recalls_in_flight < len(self.cases):
+            return Proposal(Operator.RECALL, None, self.base_temperature,
+                            idea=self.cases[recalled + recalls_in_flight])
+        n_drafts = len(journal.draft_nodes) - recalled + drafts_in_flight
         if n_drafts < self.num_drafts:
             return Proposal(Operator.DRAFT, None, self.base_temperature,
                             idea=draft_idea(n_drafts, self.ideas))

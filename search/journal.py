@@ -88,7 +88,7 @@ class Journal:
     @property
     def draft_nodes(self) -> list[Node]:
         """LLM-written roots; the engine's baseline root is not a draft."""
-        return [n for n in self.children(None) if n.operator is Operator.DRAFT]
+        return [n for n in self.children(None) if n.operator in (Operator.DRAFT, Operator.RECALL)]
 
     @property
     def good_nodes(self) -> list[Node]:

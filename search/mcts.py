@@ -77,6 +77,7 @@ class _Index:
         self.ok_nodes: list[int] = []
         self.ok_metrics: list[float] = []
         self.drafts = 0
+        self.recalls = 0  # roots adapting a retrieved case
         self.extend()
 
     def extend(self) -> None:
@@ -102,6 +103,7 @@ class _Index:
                 self.ok_metrics.append(node.metric)
             if p == ROOT and node.operator is not Operator.ANALYZE:
                 self.drafts += 1
+                self.recalls += node.operator is Operator.RECALL
             if node.operator is Operator.DEBUG and p != ROOT:
                 self.debug_children[p] += 1
                 self.debug_depth[i] = self.debug_depth[p] + 1
@@ -125,6 +127,7 @@ class _Tree:
         self.n_children = index.n_children.copy()  # finished and in flight
         self.debug_children = index.debug_children.copy()
         self.drafts = index.drafts
+        self.recalls = index.recalls
         size = len(self.nodes)
         self.debug_in_flight = [0] * size
         self.visits = [1.0] * size
@@ -176,8 +179,9 @@ class _Tree:
     def add_in_flight(self, operator: Operator, p: int, *, refresh: bool = True) -> None:
         """Count one pending expansion of p: a child slot, and a 0-reward visit up the path."""
         self.n_children[p] += 1
-        if p == ROOT and operator is Operator.DRAFT:
+        if p == ROOT and operator in (Operator.DRAFT, Operator.RECALL):
             self.drafts += 1
+            self.recalls += operator is Operator.RECALL
         if operator is Operator.DEBUG and p != ROOT:
             self.debug_children[p] += 1
             self.debug_in_flight[p] += 1
@@ -223,6 +227,7 @@ class MCTSPolicy:
     widening_k: float = 1.0
     widening_alpha: float = 0.5
     max_debug_per_node: int = 2
+    cases: tuple[str, ...] = ()  # retrieved cases (--memory): a recall root for each, first
     name: str = "mcts"
 
     def __post_init__(self) -> None:
@@ -253,7 +258,8 @@ class MCTSPolicy:
         i = ROOT
         while True:
             if i == ROOT:
-                if (tree.drafts < self.num_drafts or tree.widening_allows(ROOT, tree.drafts)
+                if (tree.drafts < self.num_drafts + len(self.cases)
+                        or tree.widening_allows(ROOT, tree.drafts)
                         or tree.live_children[ROOT] == 0):
                     return self._draft(tree), ROOT
             elif tree.expandable(i) and (tree.widening_allows(i, tree.n_children[i])
@@ -277,8 +283,11 @@ class MCTSPolicy:
         return best[0] if len(best) == 1 else self._rng.choice(best)
 
     def _draft(self, tree: _Tree) -> Proposal:
+        if tree.recalls < len(self.cases):  # retrieved cases first, one recall root each
+            return Proposal(Operator.RECALL, None, self.base_temperature,
+                            idea=self.cases[tree.recalls])
         return Proposal(Operator.DRAFT, None, self.base_temperature,
-                        idea=draft_idea(tree.drafts, self.ideas))
+                        idea=draft_idea(tree.drafts - tree.recalls, self.ideas))
 
     def _expand(self, tree: _Tree, i: int) -> Proposal:
         node = tree.nodes[i]

@@ -39,6 +39,7 @@ class Operator(StrEnum):
     ANALYZE = "analyze"  # a data-exploration script run before drafting; never a candidate
     PORTFOLIO = "portfolio"  # engine-written: one fixed configuration of a model family
     TUNE = "tune"  # engine-written: an Optuna trial over a model family's hyperparameters
+    RECALL = "recall"  # a draft adapting a retrieved case: another task's working code
 
 
 def code_hash(code: str) -> str:

@@ -263,6 +263,9 @@ class SelaPolicy:
     children: int = 5
     depth: int = len(STAGE_NAMES)
     insight_attempts: int = 2
+    # Accepted like num_drafts, and unused: a SELA rollout follows its insight path, the
+    # baseline it reproduces has no memory
+    cases: tuple[str, ...] = ()
     name: str = "sela"
 
     def __post_init__(self) -> None:

@@ -40,6 +40,22 @@ def test_resume_after_node_budget(tmp_path: Path) -> None:
     assert manifest["spent"]["budget"] == 300 + 120
 
 
+def test_a_resume_that_keeps_the_answer_keeps_its_saved_model(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    task = resume_task(tmp_path, 0.0, 3)
+    out = tmp_path / "runs"
+    assert main(["--task", str(task), "--out", str(out)]) == 0
+    run = only_run(out)
+    model = json.loads((run / "best" / "model" / "model.json").read_text())
+    assert model["saved"] is True
+    capsys.readouterr()
+    assert main(["--resume", str(run), "--max-nodes", "3", "--budget", "1m", "--quiet"]) == 0
+    said = capsys.readouterr().out
+    assert "its fitted models are kept" in said and "saving the answer's" not in said
+    assert json.loads((run / "best" / "model" / "model.json").read_text()) == model
+    assert RunStore.open(run).manifest()["selection"]["model"] == model
+
+
 def test_resume_refuses_a_changed_task(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     task = resume_task(tmp_path, 0.0, 1)
     out = tmp_path / "runs"

@@ -1,0 +1,354 @@
+"""The solution memory: what finished runs leave for later ones (issue 21, seed 004).
+
+    python -m engine.memory show [--memory PATH]
+    python -m engine.memory add runs/<id> [runs/<id> ...]
+    python -m engine.memory rebuild [RUNS_DIR ...] [--shipped]
+
+A SQLite file, by default `$XDG_CACHE_HOME/treeml/memory.sqlite` (~/.cache/...), `--memory`
+names another or turns it off. Every finished run adds (engine/run.py):
+- its task: fingerprint, data file name, type, metric, meta-features of its training rows;
+- cases: its best nodes' model code that beat the run's baseline root, with operator and
+  normalised gain (at most CASES_PER_RUN, distinct code; code that names one of the task's
+  columns is left out: it cannot run on another task's);
+- fixes: each failed node a debug step cured, as (its error line, its code, the fixed code).
+
+A run reads the user's memory together with the one the project ships
+(`engine/memory_shipped.jsonl`, built by `rebuild --shipped` from the project's own benchmark
+runs on its shipped datasets), and retrieves by task meta-features (operators/memory.py):
+the nearest other tasks' cases become recall drafts, and a debug step is shown the fix of the
+nearest matching error. Nothing here reads a label of the run at hand: only its training
+rows' shape, and other runs' stored code and scores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.runs import open_run
+from engine.task import PreparedTask
+from operators.harness import model_part
+from operators.memory import Case, Fix, meta_features, task_fingerprint
+from search.errors import UserError, exit_code
+from search.journal import Journal
+from search.node import Operator, code_hash
+
+OFF = "off"
+SHIPPED = Path(__file__).with_name("memory_shipped.jsonl")
+CASES_PER_RUN = 3  # stored per run
+RECALLED_CASES = 2  # retrieved per run: a recall draft each
+_NOT_CASES = (Operator.BASELINE, Operator.ENSEMBLE, Operator.ANALYZE, Operator.INSIGHTS)
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tasks (fingerprint TEXT PRIMARY KEY, dataset TEXT, task_type TEXT,
+                                  metric TEXT, meta TEXT);
+CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, fingerprint TEXT, added REAL);
+CREATE TABLE IF NOT EXISTS cases (case_id TEXT PRIMARY KEY, run_id TEXT, fingerprint TEXT,
+                                  operator TEXT, metric TEXT, gain REAL, code TEXT);
+CREATE TABLE IF NOT EXISTS fixes (fix_id TEXT PRIMARY KEY, run_id TEXT, fingerprint TEXT,
+                                  error TEXT, failed TEXT, fixed TEXT);
+"""
+
+
+ENV = "TREEML_MEMORY"  # the default setting: a path or "off" (the test suite sets "off")
+
+
+def default_path() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "treeml" / "memory.sqlite"
+
+
+def resolve(setting: str | None) -> Path | None:
+    """The store a `--memory` setting names (empty: $TREEML_MEMORY, else the default path):
+    None when it is off."""
+    if not setting:
+        setting = os.environ.get(ENV, "")
+    if not setting:
+        return default_path()
+    return None if setting == OFF else Path(setting).expanduser()
+
+
+def fingerprint(task: PreparedTask) -> str:
+    return task_fingerprint([c for c in task.train.columns if c != task.target], task.target)
+
+
+@dataclass(frozen=True)
+class Recollection:
+    """One run's view of the memory: every case and fix, other tasks' and its own."""
+
+    cases: tuple[Case, ...] = ()
+    fixes: tuple[Fix, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunMemory:
+    """What one run adds: its task, cases and fixes."""
+
+    run_id: str
+    fingerprint: str
+    task: dict[str, Any]
+    cases: list[dict[str, Any]]
+    fixes: list[dict[str, Any]]
+
+
+def extract(run_dir: Path) -> RunMemory:
+    """What a finished run teaches: read from its directory (Parquet and manifest)."""
+    run = open_run(run_dir)
+    task = run.task()
+    journal = run.journal
+    mark = fingerprint(task)
+    meta = meta_features(task.train, task.target, task.task_type)
+    dataset = Path(str(run.config.get("data") or run_dir.name)).name
+    return RunMemory(
+        run_id=run.store.run_id, fingerprint=mark,
+        task={"fingerprint": mark, "dataset": dataset, "task_type": task.task_type,
+              "metric": task.metric.name, "meta": meta},
+        cases=_cases(journal, mark, task.metric.name,
+                     [str(c) for c in task.train.columns if c != task.target]),
+        fixes=_fixes(journal, mark))
+
+
+def names_a_column(code: str, columns: Iterable[str]) -> bool:
+    """Whether code names one of its task's columns as a string: code like that cannot run
+    on another task's columns (recalled as-is, it failed with a KeyError)."""
+    return any(f"'{c}'" in code or f'"{c}"' in code for c in columns)
+
+
+def _cases(journal: Journal, mark: str, metric: str,
+           columns: list[str]) -> list[dict[str, Any]]:
+    base = next((n for n in journal if n.operator is Operator.BASELINE and n.is_ok), None)
+    if base is None or base.metric is None:
+        return []
+    scale = max(abs(base.metric), 1e-12)
+    ranked = sorted((n for n in journal.eligible_nodes
+                     if n.operator not in _NOT_CASES and n.has_model_code
+                     and n.metric is not None and n.metric > base.metric),
+                    key=lambda n: -(n.metric or 0.0))
+    cases: dict[str, dict[str, Any]] = {}
+    for node in ranked:
+        code = model_part(node.code).strip()
+        case_id = code_hash(mark + code)
+        if case_id not in cases and not names_a_column(code, columns):
+            cases[case_id] = {"case_id": case_id, "fingerprint": mark,
+                              "operator": node.operator.value, "metric": metric,
+                              "gain": ((node.metric or 0.0) - base.metric) / scale, "code": code}
+        if len(cases) == CASES_PER_RUN:
+            break
+    return list(cases.values())
+
+
+def _fixes(journal: Journal, mark: str) -> list[dict[str, Any]]:
+    fixes = []
+    for node in journal:
+        parent = journal.get(node.parent_id) if node.parent_id else None
+        if (node.operator is Operator.DEBUG and node.is_ok and parent is not None
+                and parent.is_buggy and parent.error and parent.has_model_code
+                and node.has_model_code):
+            error = parent.error.strip().splitlines()[0][:300]
+            failed, fixed = model_part(parent.code).strip(), model_part(node.code).strip()
+            fixes.append({"fix_id": code_hash(mark + error + fixed), "fingerprint": mark,
+                          "error": error, "failed": failed, "fixed": fixed})
+    return fixes
+
+
+class Memory:
+    """The SQLite store of one user (or of a test)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with closing(sqlite3.connect(self.path, timeout=30)) as db, db:
+                db.executescript(_SCHEMA)
+                yield db
+        except (sqlite3.Error, OSError) as exc:
+            raise UserError(f"the memory {self.path} cannot be used ({exc}); pass "
+                            "--memory PATH for another file, or --memory off") from exc
+
+    def add(self, learned: RunMemory) -> None:
+        """Add (or replace) one run's task, cases and fixes, in one transaction."""
+        with self._db() as db:
+            task = learned.task
+            db.execute("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?)",
+                       (task["fingerprint"], task["dataset"], task["task_type"], task["metric"],
+                        json.dumps(task["meta"])))
+            db.execute("DELETE FROM cases WHERE run_id = ?", (learned.run_id,))
+            db.execute("DELETE FROM fixes WHERE run_id = ?", (learned.run_id,))
+            db.execute("INSERT OR REPLACE INTO runs VALUES (?, ?, ?)",
+                       (learned.run_id, learned.fingerprint, time.time()))
+            db.executemany("INSERT OR REPLACE INTO cases VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           [(c["case_id"], learned.run_id, c["fingerprint"], c["operator"],
+                             c["metric"], c["gain"], c["code"]) for c in learned.cases])
+            db.executemany("INSERT OR REPLACE INTO fixes VALUES (?, ?, ?, ?, ?, ?)",
+                           [(f["fix_id"], learned.run_id, f["fingerprint"], f["error"],
+                             f["failed"], f["fixed"]) for f in learned.fixes])
+
+    def clear(self) -> None:
+        with self._db() as db:
+            for table in ("tasks", "runs", "cases", "fixes"):
+                db.execute(f"DELETE FROM {table}")
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every row, in the shipped file's form (one dict per task, case and fix)."""
+        if not self.path.is_file():
+            return []
+        with self._db() as db:
+            db.row_factory = sqlite3.Row
+            out: list[dict[str, Any]] = []
+            for row in db.execute("SELECT * FROM tasks ORDER BY fingerprint"):
+                out.append({"kind": "task", **dict(row), "meta": json.loads(row["meta"])})
+            for kind, table in (("case", "cases"), ("fix", "fixes")):
+                key = "case_id" if kind == "case" else "fix_id"
+                for row in db.execute(f"SELECT * FROM {table} ORDER BY {key}"):
+                    fields = dict(zip(row.keys(), tuple(row), strict=True))
+                    fields.pop("run_id")
+                    out.append({"kind": kind, **fields})
+            return out
+
+
+def shipped_records(path: Path | None = None) -> list[dict[str, Any]]:
+    path = SHIPPED if path is None else path
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def recollect(records: Iterable[dict[str, Any]]) -> Recollection:
+    """Cases (with their task's meta-features) and fixes from store and shipped records."""
+    records = list(records)
+    tasks = {r["fingerprint"]: r for r in records if r["kind"] == "task"}
+    cases: dict[str, Case] = {}
+    fixes: dict[str, Fix] = {}
+    for r in records:
+        task = tasks.get(r.get("fingerprint", ""))
+        if r["kind"] == "case" and task is not None:
+            cases[r["case_id"]] = Case(
+                case_id=r["case_id"], fingerprint=r["fingerprint"], dataset=task["dataset"],
+                task_type=task["task_type"], meta=task["meta"], operator=r["operator"],
+                metric=r["metric"], gain=float(r["gain"]), code=r["code"])
+        elif r["kind"] == "fix":
+            fixes[r["fix_id"]] = Fix(fix_id=r["fix_id"], fingerprint=r["fingerprint"],
+                                     error=r["error"], failed=r["failed"], fixed=r["fixed"])
+    return Recollection(tuple(cases.values()), tuple(fixes.values()))
+
+
+def recall(setting: str | None) -> Recollection:
+    """The memory a run retrieves from: the user's store and the shipped one (none: off)."""
+    path = resolve(setting)
+    if path is None:
+        return Recollection()
+    return recollect([*shipped_records(), *Memory(path).records()])
+
+
+def remember(setting: str | None, run_dir: Path) -> RunMemory | None:
+    """Add a finished run to the user's memory (nothing when it is off)."""
+    path = resolve(setting)
+    if path is None:
+        return None
+    learned = extract(run_dir)
+    Memory(path).add(learned)
+    return learned
+
+
+def run_dirs(roots: Iterable[Path]) -> list[Path]:
+    """Every run directory under `roots` (a folder holding manifest.json), oldest first (a
+    run id starts with its start time), so a rebuild adds them in the order they ran."""
+    found = []
+    for root in roots:
+        if (root / "manifest.json").is_file():
+            found.append(root)
+        else:
+            found += [p.parent for p in root.rglob("manifest.json")]
+    return sorted(set(found), key=lambda p: (p.name, str(p)))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m engine.memory",
+                                     description="Show or fill the solution memory.")
+    parser.add_argument("--memory", default=None, metavar="PATH",
+                        help=f"the store (default: {default_path()})")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("show", help="what the memory holds: tasks, cases, fixes")
+    add = sub.add_parser("add", help="add finished runs")
+    add.add_argument("runs", nargs="+", type=Path, help="run directories, runs/<id>")
+    rebuild = sub.add_parser("rebuild", help="empty the memory and add every run found")
+    rebuild.add_argument("roots", nargs="*", type=Path, default=[Path("runs")],
+                         help="folders searched for run directories (default: runs)")
+    rebuild.add_argument("--shipped", action="store_true",
+                         help=f"write the project's shipped memory ({SHIPPED.name}) instead")
+    rebuild.add_argument("--to", type=Path, default=SHIPPED, metavar="FILE",
+                         help="with --shipped: the file written (default: the project's)")
+    return parser
+
+
+def show(records: list[dict[str, Any]], where: str) -> str:
+    tasks = {r["fingerprint"]: r for r in records if r["kind"] == "task"}
+    lines = [f"{where}: {len(tasks)} tasks, "
+             f"{sum(r['kind'] == 'case' for r in records)} cases, "
+             f"{sum(r['kind'] == 'fix' for r in records)} fixes"]
+    for r in records:
+        name = tasks.get(r.get("fingerprint", ""), {}).get("dataset", "?")
+        if r["kind"] == "case":
+            lines.append(f"  case {r['case_id']}  {name:<28} {r['operator']:<9} "
+                         f"gain {r['gain']:+.3f} ({r['metric']})")
+        elif r["kind"] == "fix":
+            lines.append(f"  fix  {r['fix_id']}  {name:<28} {r['error'][:70]}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        path = resolve(args.memory)
+        if path is None:
+            raise UserError("the memory is off (--memory off): name a file to use one")
+        memory = Memory(path)
+        if args.command == "show":
+            print(show(memory.records(), str(path)))
+            print(show(shipped_records(), f"shipped ({SHIPPED})"))
+        elif args.command == "add":
+            for run_dir in args.runs:
+                learned = extract(run_dir)
+                memory.add(learned)
+                print(f"added {run_dir}: {len(learned.cases)} cases, {len(learned.fixes)} "
+                      "fixes")
+        else:
+            dirs = run_dirs(args.roots)
+            if not dirs:
+                raise UserError("no run directory under " + ", ".join(map(str, args.roots)))
+            runs = [extract(d) for d in dirs]  # all read before anything is replaced
+            if args.shipped:
+                target = Memory(Path(f"{args.to}.sqlite.tmp"))
+                target.path.unlink(missing_ok=True)
+            else:
+                target = memory
+                target.clear()
+            for one in runs:
+                target.add(one)
+            if args.shipped:
+                text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in target.records())
+                target.path.unlink()
+                args.to.write_text(text, encoding="utf-8")
+            print(f"rebuilt {args.to if args.shipped else path} from {len(dirs)} runs: "
+                  f"{sum(len(one.cases) for one in runs)} cases, "
+                  f"{sum(len(one.fixes) for one in runs)} fixes")
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exit_code(exc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

@@ -1,0 +1,150 @@
+"""What the engine remembers across runs, as pure data: a task's meta-features, the cases
+(working model code of earlier tasks) and fixes (an error and the edit that cured it), and
+retrieval: the nearest cases of a task, the nearest fix of an error. No I/O: the store is
+engine/memory.py.
+
+A case is retrieved for a task only from *other* tasks (another fingerprint): a task never
+retrieves itself, so a benchmark that built its memory on the same datasets is
+leave-one-task-out by construction, and nothing here ever reads a label of the task at hand
+beyond its training rows' meta-features.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from search.metric import METRICS
+
+# Meta-features, each mapped to a comparable scale (logs, shares) for the distance.
+META_KEYS = ("log_rows", "log_columns", "numeric_share", "text_share", "missing_share",
+             "log_classes", "minority_share", "target_skew")
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """Working model code of an earlier task and how it did there."""
+
+    case_id: str
+    fingerprint: str  # of the task it came from (task_fingerprint)
+    dataset: str  # a readable name of that task (its data file)
+    task_type: str  # regression | binary | multiclass
+    meta: Mapping[str, float]
+    operator: str  # the node's operator (draft, improve, tune, ...)
+    metric: str
+    gain: float  # normalised gain over that run's baseline root: >0 beat it
+    code: str  # the model part (imports, PARAMS, fit_predict)
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """An error a node died of, and the code of the debug step that cured it."""
+
+    fix_id: str
+    fingerprint: str
+    error: str  # the failed node's one-line error
+    failed: str  # its model code
+    fixed: str  # the debug child's model code, which ran
+
+
+def task_fingerprint(columns: Sequence[str], target: str) -> str:
+    """Identifies a dataset across runs and machines by its feature columns and target, not
+    its rows: a benchmark's split of a dataset is the same task as the whole file, and the
+    same task never retrieves its own cases."""
+    text = "\x1f".join([target, *sorted(map(str, columns))])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def meta_features(train: pd.DataFrame, target: str, task_type: str) -> dict[str, float]:
+    """The task's shape, from its training rows only: size, column types, missing share,
+    class count and balance (classification) or skew (regression)."""
+    features = train.drop(columns=[target])
+    y = train[target]
+    numeric = sum(pd.api.types.is_numeric_dtype(features[c]) for c in features.columns)
+    columns = max(len(features.columns), 1)
+    meta = {
+        "log_rows": math.log10(max(len(train), 1)),
+        "log_columns": math.log10(columns),
+        "numeric_share": numeric / columns,
+        "text_share": 1.0 - numeric / columns,
+        "missing_share": float(features.isna().to_numpy().mean()) if features.size else 0.0,
+        "log_classes": 0.0, "minority_share": 0.0, "target_skew": 0.0,
+    }
+    if task_type == "regression":
+        values = pd.to_numeric(y, errors="coerce").dropna()
+        skew = float(np.asarray(values.skew(), dtype=float)) if len(values) > 2 else 0.0
+        meta["target_skew"] = float(np.tanh(skew / 3.0)) if math.isfinite(skew) else 0.0
+    else:
+        shares = y.value_counts(normalize=True)
+        meta["log_classes"] = math.log10(max(len(shares), 1))
+        meta["minority_share"] = float(shares.min()) if len(shares) else 0.0
+    return meta
+
+
+def distance(a: Mapping[str, float], b: Mapping[str, float]) -> float:
+    return math.sqrt(sum((float(a.get(k, 0.0)) - float(b.get(k, 0.0))) ** 2 for k in META_KEYS))
+
+
+def compatible(case: Case, task_type: str, needs_proba: bool) -> bool:
+    """A regression case serves regression; a classifier serves classification that scores
+    the same kind of output (probabilities or labels): code returning probabilities, recalled
+    for a label metric, was returned unchanged by the 1.5B model and failed."""
+    if (case.task_type == "regression") != (task_type == "regression"):
+        return False
+    spec = METRICS.get(case.metric)
+    return task_type == "regression" or (spec is not None and spec.needs_proba == needs_proba)
+
+
+def nearest_cases(meta: Mapping[str, float], fingerprint: str, task_type: str,
+                  cases: Iterable[Case], k: int = 2, needs_proba: bool = False) -> list[Case]:
+    """Up to `k` cases of other tasks of a compatible type, nearest task first; one per task
+    (its best gain), and only code that beat its own baseline."""
+    best: dict[str, Case] = {}
+    for case in cases:
+        if (case.fingerprint == fingerprint or not compatible(case, task_type, needs_proba)
+                or case.gain <= 0):
+            continue
+        kept = best.get(case.fingerprint)
+        if kept is None or case.gain > kept.gain:
+            best[case.fingerprint] = case
+    ranked = sorted(best.values(), key=lambda c: (distance(meta, c.meta), -c.gain, c.case_id))
+    return ranked[:k]
+
+
+_WORD = re.compile(r"[A-Za-z_]{3,}")
+
+
+def error_words(error: str) -> set[str]:
+    """The words of an error line, lower-cased (quoted names and numbers dropped: a column
+    called 'price' in one task is 'age' in the next)."""
+    unquoted = re.sub(r"'[^']*'|\"[^\"]*\"", " ", error)
+    return {w.lower() for w in _WORD.findall(unquoted)}
+
+
+def nearest_fix(error: str, fingerprint: str, fixes: Iterable[Fix],
+                threshold: float = 0.5) -> Fix | None:
+    """The fix whose error is most like `error` (the same exception type, and at least
+    `threshold` of their words shared, Jaccard), preferring other tasks' on a tie."""
+    kind = error.split(":", 1)[0].strip()
+    words = error_words(error)
+    scored = []
+    for fix in fixes:
+        if fix.error.split(":", 1)[0].strip() != kind or not words:
+            continue
+        theirs = error_words(fix.error)
+        overlap = len(words & theirs) / max(len(words | theirs), 1)
+        if overlap >= threshold:
+            scored.append((overlap, fix.fingerprint != fingerprint, fix.fix_id, fix))
+    return max(scored, default=(None, None, None, None), key=lambda s: s[:3])[3]
+
+
+def shortened(code: str, limit: int = 60) -> str:
+    """At most `limit` lines of a case's code (the prompt stays short)."""
+    lines = code.strip().splitlines()
+    return "\n".join(lines[:limit] + (["# ..."] if len(lines) > limit else []))

@@ -1,0 +1,221 @@
+"""The solution memory (issue 21): retrieval logic in milliseconds, then real runs (scripted
+LLM, bwrap, Ray, SQLite) that add themselves to a store, recall another task's case, and
+never recall their own."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmarks.memory import measure, table
+from engine.memory import Memory, names_a_column, recall, recollect, shipped_records
+from engine.memory import main as memory_main
+from engine.run import main as run_main
+from operators.context import TaskContext
+from operators.memory import (
+    Case,
+    Fix,
+    meta_features,
+    nearest_cases,
+    nearest_fix,
+    task_fingerprint,
+)
+from operators.prompts import build_prompt
+from search.greedy import GreedyPolicy
+from search.journal import Journal
+from search.mcts import MCTSPolicy
+from search.node import Operator, Status
+from search.policy import Proposal
+from tests.helpers import make_node
+
+META = {"log_rows": 3.0, "log_columns": 1.0, "numeric_share": 1.0}
+
+
+def case(case_id: str, fingerprint: str, gain: float = 0.1, task_type: str = "regression",
+         rows: float = 3.0, metric: str = "rmse") -> Case:
+    return Case(case_id, fingerprint, f"{fingerprint}.csv", task_type, {**META, "log_rows": rows},
+                "draft", metric, gain, f"# code of {case_id}\ndef fit_predict(X, y, Xv, Xt): ...")
+
+
+def test_a_task_never_retrieves_itself_and_the_nearest_task_comes_first() -> None:
+    cases = [case("own", "me"), case("far", "t1", rows=5.0), case("near", "t2", rows=3.1),
+             case("near-worse", "t2", gain=0.05, rows=3.1), case("lost", "t3", gain=-0.2),
+             case("classifier", "t4", task_type="binary", metric="roc_auc"),
+             case("labels", "t5", task_type="binary", metric="f1")]
+    found = nearest_cases(META, "me", "regression", cases, k=5)
+    assert [c.case_id for c in found] == ["near", "far"]  # one per task, gain > 0, same type
+    # Classification: only code that returns what this task's metric scores.
+    assert [c.case_id for c in nearest_cases(META, "me", "multiclass", cases,
+                                             needs_proba=True)] == ["classifier"]
+    assert [c.case_id for c in nearest_cases(META, "me", "binary", cases)] == ["labels"]
+
+
+def test_the_fingerprint_ignores_rows_and_column_order() -> None:
+    assert task_fingerprint(["a", "b"], "y") == task_fingerprint(["b", "a"], "y")
+    assert task_fingerprint(["a", "b"], "y") != task_fingerprint(["a", "b"], "z")
+
+
+def test_meta_features_read_only_the_training_rows_shape() -> None:
+    train = pd.DataFrame({"a": [1.0, 2.0, None, 4.0], "s": ["x", "y", "x", "x"],
+                          "y": ["p", "q", "p", "p"]})
+    meta = meta_features(train, "y", "binary")
+    assert meta["numeric_share"] == 0.5 and meta["missing_share"] == 0.125
+    assert meta["minority_share"] == 0.25 and meta["log_classes"] == pytest.approx(np.log10(2))
+
+
+def test_the_nearest_fix_needs_the_same_error_type_and_shared_words() -> None:
+    fixes = [Fix("f1", "t1", "KeyError: 'price' not in index", "a", "b"),
+             Fix("f2", "t2", "ValueError: could not convert string to float: 'abc'", "c", "d")]
+    assert nearest_fix("ValueError: could not convert string to float: 'male'", "me",
+                       fixes).fix_id == "f2"
+    assert nearest_fix("KeyError: 'age'", "me", fixes) is None  # too few shared words
+    assert nearest_fix("TypeError: could not convert string to float", "me", fixes) is None
+
+
+def test_policies_recall_each_case_once_then_draft() -> None:
+    journal = Journal()
+    greedy = GreedyPolicy(num_drafts=1, cases=("c1", "c2"))
+    first = greedy.propose(journal, 3, {})
+    assert [(p.operator, p.idea) for p in first[:2]] == [(Operator.RECALL, "c1"),
+                                                         (Operator.RECALL, "c2")]
+    assert first[2].operator is Operator.DRAFT
+    journal.add(replace(make_node("r1", operator=Operator.RECALL, metric=-1.0), hint="c1"))
+    later = greedy.propose(journal, 2, {(Operator.RECALL, None): 1})
+    assert all(p.operator is not Operator.RECALL for p in later)
+    mcts = MCTSPolicy(num_drafts=1, cases=("c1", "c2")).propose(Journal(), 3, {})
+    assert [p.operator for p in mcts] == [Operator.RECALL, Operator.RECALL, Operator.DRAFT]
+    assert [p.idea for p in mcts[:2]] == ["c1", "c2"]
+
+
+def test_prompts_carry_the_case_and_the_fix() -> None:
+    remembered = case("c1", "t1")
+    fix = Fix("f1", "t1", "ValueError: could not convert string to float: 'x'",
+              "model = Ridge()\nmodel.fit(X, y)", "model = Ridge()\nmodel.fit(X.fillna(0), y)")
+    ctx = TaskContext(preview="cols", target="y", task_type="regression", metric="rmse",
+                      maximize=False, cases=(remembered,), fixes=(fix,), fingerprint="me")
+    journal = Journal()
+    recall = build_prompt(ctx, Proposal(Operator.RECALL, idea="c1"), journal)
+    assert "# code of c1" in recall.messages[-1]["content"] and recall.tag == "recall"
+    journal.add(replace(make_node("bad", operator=Operator.DRAFT, status=Status.BUGGY),
+                        error="ValueError: could not convert string to float: 'abc'"))
+    debug = build_prompt(ctx, Proposal(Operator.DEBUG, "bad"), journal).messages[-1]["content"]
+    assert "+model.fit(X.fillna(0), y)" in debug and "-model.fit(X, y)" in debug
+
+
+LINEAR = ("A linear model.\n```python\nfrom sklearn.linear_model import Ridge\n\n\n"
+          "def fit_predict(X, y, X_valid, X_test):\n"
+          "    X, X_valid, X_test = prepare(X, X_valid, X_test)\n"
+          "    model = Ridge(alpha=0.01)\n    model.fit(X, y)\n"
+          "    return model.predict(X_valid), model.predict(X_test)\n```\n")
+BROKEN = LINEAR.replace("model.fit(X, y)", "model.fit(X[['nope']], y)")
+
+
+def linear_data(path: Path, columns: list[str], target: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(len(columns), 240))
+    frame = pd.DataFrame(dict(zip(columns, x, strict=True)))
+    frame[target] = 2 * x[0] - x[1] + 0.05 * rng.normal(size=240)
+    frame.to_csv(path, index=False)
+
+
+def search(tmp: Path, name: str, columns: list[str], target: str, replies: dict,
+           memory: Path) -> Path:
+    linear_data(tmp / f"{name}.csv", columns, target, seed=len(name))
+    (tmp / f"{name}.json").write_text(json.dumps(replies))
+    (tmp / f"{name}.yaml").write_text(
+        f"data: {name}.csv\ntarget: {target}\nllm: scripted:{name}.json\nnum_drafts: 1\n"
+        "debug_prob: 1.0\nmax_nodes: 7\nexecutors: 1\nbudget: 3m\nquiet: true\n"
+        f"exec_timeout: 120\nfloor: false\nensemble: false\nmemory: {memory}\n")
+    assert run_main(["--task", str(tmp / f"{name}.yaml"), "--out", str(tmp / name)]) == 0
+    (run,) = [p for p in (tmp / name).iterdir() if not p.name.startswith(".")]
+    return run
+
+
+def test_runs_remember_and_recall_across_tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # Only what these runs remember: not the project's shipped memory.
+    monkeypatch.setattr("engine.memory.SHIPPED", tmp_path / "none.jsonl")
+    store = tmp_path / "memory.sqlite"
+    first = search(tmp_path, "first", ["a", "b", "c"], "y",
+                   {"draft": [BROKEN], "debug": [LINEAR],
+                    "improve": [LINEAR.replace("0.01", f"0.0{i}") for i in (2, 3, 4, 5)]}, store)
+    with sqlite3.connect(store) as db:
+        assert db.execute("SELECT COUNT(*) FROM tasks").fetchone() == (1,)
+        (fixed_error,) = db.execute("SELECT error FROM fixes").fetchone()
+        assert "nope" in fixed_error
+        assert db.execute("SELECT COUNT(*) FROM cases WHERE gain > 0").fetchone()[0] >= 1
+    # Another task (other columns): the first one's winning code is recalled and adapted.
+    second = search(tmp_path, "second", ["p", "q", "r", "s"], "t",
+                    {"recall": [LINEAR], "draft": [LINEAR.replace("0.01", "0.5")]}, store)
+    manifest = json.loads((second / "manifest.json").read_text())
+    (recalled,) = manifest["memory"]["cases"]
+    assert recalled["dataset"] == "first.csv" and manifest["memory"]["fixes"] == 1
+    nodes = pd.read_parquet(second / "nodes")
+    recall = nodes[nodes.operator == "recall"]
+    assert recall.hint.tolist() == [recalled["case_id"]] and recall.status.tolist() == ["ok"]
+    assert "Working model code from a similar task" in recall.prompt.iloc[0]
+    assert "model = Ridge(alpha=0.0" in recall.prompt.iloc[0]  # the first task's code
+    measured = measure(second)  # what benchmarks.memory reports of a run
+    assert (measured["recalls"], measured["recalls_ok"]) == (1, 1)
+    assert measured["drafts"] == 2 and measured["first_beat"] is not None
+    summary = (second / "summary.md").read_text()
+    assert "## Memory" in summary and f"case {recalled['case_id']}" in summary
+    # The first task again (same columns, new rows): it never recalls its own cases.
+    again = search(tmp_path, "again", ["a", "b", "c"], "y", {"draft": [LINEAR]}, store)
+    memory = json.loads((again / "manifest.json").read_text())["memory"]
+    assert memory["fingerprint"] == json.loads(
+        (first / "manifest.json").read_text())["memory"]["fingerprint"]
+    assert all(c["dataset"] != "first.csv" for c in memory["cases"])
+    # The command line: show, and a rebuild from the run folders gives the same memory.
+    capsys.readouterr()
+    assert memory_main(["--memory", str(store), "show"]) == 0
+    assert f"{store}: 2 tasks" in capsys.readouterr().out  # first and again: one task
+    before = Memory(store).records()
+    assert memory_main(["--memory", str(store), "rebuild", str(tmp_path)]) == 0
+    assert Memory(store).records() == before
+    shipped = tmp_path / "shipped.jsonl"
+    assert memory_main(["--memory", str(store), "rebuild", str(tmp_path), "--shipped",
+                        "--to", str(shipped)]) == 0
+    assert recollect(json.loads(line) for line in shipped.read_text().splitlines()).cases
+
+
+def test_memory_off_and_a_bad_store_say_so(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert memory_main(["--memory", "off", "show"]) == 2
+    assert "memory is off" in capsys.readouterr().err
+    assert memory_main(["--memory", str(tmp_path / "x.sqlite"), "add", str(tmp_path)]) == 2
+    assert "not a run directory" in capsys.readouterr().err
+
+
+def test_the_paired_table_counts_tasks_where_memory_helped() -> None:
+    def arm(first_beat: list[float | None], tests: list[float], ok: int) -> pd.DataFrame:
+        return pd.DataFrame({"task": ["a", "b", "c"], "seed": 0, "metric": "rmse",
+                             "test": tests, "drafts_ok": ok, "drafts": 2, "recalls_ok": ok,
+                             "recalls": 1, "first_beat": first_beat})
+    text = table(arm([100.0, None, 50.0], [1.0, 2.0, 3.0], 0),
+                 arm([40.0, 90.0, 60.0], [0.9, 2.0, 3.5], 1))
+    assert "sooner with memory on 2 of 3 tasks, later on 1" in text
+    assert "better with memory on 1 of 3 tasks, worse on 1" in text  # rmse: lower is better
+    assert "off 0/6 (0%;" in text and "on 3/6 (50%;" in text and "| never |" in text
+
+
+def test_code_that_names_its_tasks_columns_is_no_case() -> None:
+    assert names_a_column("X['v'] = np.log1p(X['v'])", ["v", "loc"])
+    assert names_a_column('X["loc"] * 2', ["v", "loc"])
+    assert not names_a_column("model = Ridge(alpha=0.1)  # 'alpha'", ["v", "loc"])
+
+
+def test_the_shipped_memory_is_read_with_the_users(tmp_path: Path) -> None:
+    shipped = recollect(shipped_records())
+    assert len(shipped.cases) >= 6 and {c.task_type for c in shipped.cases} == {
+        "regression", "binary", "multiclass"}
+    assert all(c.gain > 0 and "def fit_predict" in c.code for c in shipped.cases)
+    both = recall(str(tmp_path / "empty.sqlite"))
+    assert {c.case_id for c in both.cases} == {c.case_id for c in shipped.cases}
+    assert recall("off").cases == ()
