@@ -102,13 +102,16 @@ class RunMemory:
 def extract(run_dir: Path) -> RunMemory:
     """What a finished run teaches: read from its directory (Parquet and manifest)."""
     run = open_run(run_dir)
-    task = run.task()
-    journal = run.journal
+    return learn(run.store.run_id, run.task(), run.journal,
+                 Path(str(run.config.get("data") or run_dir.name)).name)
+
+
+def learn(run_id: str, task: PreparedTask, journal: Journal, dataset: str) -> RunMemory:
+    """What a run teaches, from its task and Journal (the driver holds both at its end)."""
     mark = fingerprint(task)
     meta = meta_features(task.train, task.target, task.task_type)
-    dataset = Path(str(run.config.get("data") or run_dir.name)).name
     return RunMemory(
-        run_id=run.store.run_id, fingerprint=mark,
+        run_id=run_id, fingerprint=mark,
         task={"fingerprint": mark, "dataset": dataset, "task_type": task.task_type,
               "metric": task.metric.name, "meta": meta},
         cases=_cases(journal, mark, task.metric.name,
@@ -251,14 +254,13 @@ def recall(setting: str | None) -> Recollection:
     return recollect([*shipped_records(), *Memory(path).records()])
 
 
-def remember(setting: str | None, run_dir: Path) -> RunMemory | None:
-    """Add a finished run to the user's memory (nothing when it is off)."""
+def remember(setting: str | None, learned: RunMemory) -> bool:
+    """Add what a finished run taught to the user's memory; False when it is off."""
     path = resolve(setting)
     if path is None:
-        return None
-    learned = extract(run_dir)
+        return False
     Memory(path).add(learned)
-    return learned
+    return True
 
 
 def run_dirs(roots: Iterable[Path]) -> list[Path]:

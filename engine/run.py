@@ -34,7 +34,15 @@ from engine.config import (
 )
 from engine.fitted import FittedAnswer, fit_answer, keep, saved_answer
 from engine.folds import HOLDOUT, Folds, dev_frame, dev_labels, make_folds
-from engine.memory import RECALLED_CASES, Recollection, fingerprint, recall, remember, resolve
+from engine.memory import (
+    RECALLED_CASES,
+    Recollection,
+    fingerprint,
+    learn,
+    recall,
+    remember,
+    resolve,
+)
 from engine.outputs import write_outputs
 from engine.runs import open_run
 from engine.select import Runner
@@ -141,15 +149,16 @@ def retrieve(task: PreparedTask, config: RunConfig, console: Console
     return Recollection(tuple(cases), fixes), record
 
 
-def remember_run(config: RunConfig, root: Path, console: Console) -> dict[str, Any]:
+def remember_run(config: RunConfig, store: RunStore, task: PreparedTask, journal: Journal,
+                 console: Console) -> dict[str, Any]:
     """Add the finished run to the memory; a memory that fails loses nothing of the run."""
     try:
-        learned = remember(config.memory, root)
+        learned = learn(store.run_id, task, journal, Path(str(config.data or store.root.name)).name)
+        if not remember(config.memory, learned):
+            return {}
     except Exception as exc:  # the run is stored: the memory is extra
         console.print(f"warning: the run was not added to the memory: {exc}", markup=False)
         return {"added": False, "error": str(exc)}
-    if learned is None:
-        return {}
     return {"added": True, "added_cases": len(learned.cases), "added_fixes": len(learned.fixes)}
 
 
@@ -447,7 +456,7 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
     if "test_raw" in selection.get("refit", {}):  # the holdout's answer, refitted on all rows
         facts["best_test"], facts["refit"] = selection["refit"]["test_raw"], True
     facts["isolation"] = store.manifest().get("isolation", "")
-    memory_record |= remember_run(config, store.root, console)
+    memory_record |= remember_run(config, store, task, journal, console)
     facts["memory"] = memory_record
     store.update_manifest(spent=spent, result=facts, selection=selection, memory=memory_record)
     facts["request_warnings"] = manifest.get("request_warnings", [])
