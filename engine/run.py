@@ -152,10 +152,11 @@ def retrieve(task: PreparedTask, config: RunConfig, console: Console
 def remember_run(config: RunConfig, store: RunStore, task: PreparedTask, journal: Journal,
                  console: Console) -> dict[str, Any]:
     """Add the finished run to the memory; a memory that fails loses nothing of the run."""
+    if resolve(config.memory) is None:
+        return {}
     try:
         learned = learn(store.run_id, task, journal, Path(str(config.data or store.root.name)).name)
-        if not remember(config.memory, learned):
-            return {}
+        remember(config.memory, learned)
     except Exception as exc:  # the run is stored: the memory is extra
         console.print(f"warning: the run was not added to the memory: {exc}", markup=False)
         return {"added": False, "error": str(exc)}
