@@ -81,6 +81,12 @@ class LlamaLLM:
                 seed=seed,
                 verbose=verbose,
                 draft_model=draft,
+                # Verifying drafted tokens reads the logits of every position. llama-cpp-python
+                # turns logits_all on for a draft model but sizes its logits buffer from this
+                # argument (n_batch rows): a prompt past 512 tokens then failed with "could not
+                # broadcast input array". The buffer is n_ctx x vocab floats of virtual memory,
+                # written only for the positions evaluated.
+                logits_all=draft is not None,
             )
         except (ValueError, RuntimeError) as exc:
             raise BackendError(f"llama.cpp could not load {path}: {exc}") from exc

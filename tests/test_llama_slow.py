@@ -100,12 +100,16 @@ def test_greedy_replies_repeat_exactly(llm: LlamaLLM) -> None:
 def test_prompt_lookup_decoding_gives_the_greedy_reply(llm: LlamaLLM) -> None:
     """Prompt lookup only drafts tokens the model then verifies: a greedy reply is the same
     text with it as without (speed is measured by benchmarks/decoding.py, not here)."""
+    # Past llama.cpp's 512-token batch: the prompts of improve and debug steps are longer.
+    context = "\n".join(f"LIMIT_{i} = {i * 7}  # not part of the answer" for i in range(120))
     copy = ChatPrompt(
-        messages=[{"role": "user", "content": "Repeat this code exactly, in one ```python "
+        messages=[{"role": "user", "content": f"```python\n{context}\n```\n\n"
+                   "Repeat this code exactly, in one ```python "
                    "block:\n```python\ndef total(values):\n    result = 0\n    for value in "
                    "values:\n        result += value\n    return result\n```"}],
         max_tokens=120, temperature=0.0, seed=3)
     [plain] = llm.generate([copy])
+    assert plain.prompt_tokens > 512
     with LlamaLLM(seed=0, lookup=10) as fast:
         [drafted] = fast.generate([copy])
     assert drafted.text == plain.text and drafted.completion_tokens == plain.completion_tokens
