@@ -6,6 +6,9 @@ nothing LLM-written to run, the loop asks the floor:
 1. the portfolio (`search.families.PORTFOLIO`): fixed, diverse configurations, cheapest first;
 2. then Optuna trials, asked and told here (the driver), run by the executors: TPE over the
    hyperparameters of what does best so far, two trials of the best for one of the runner-up.
+   A study whose last `patience` trials (5 per dimension of its space, at least 10) found
+   nothing better than its best has stalled and goes behind those that have not: a
+   one-dimensional linear model otherwise took two thirds of a run's trials on credit-g.
    What is tuned: a model family (every node of a family, the baseline root and the portfolio
    included, is a trial of that family's study, so the sampler starts from what the portfolio
    found), or an LLM-written node whose code keeps its hyperparameters in one literal `PARAMS`
@@ -13,7 +16,9 @@ nothing LLM-written to run, the loop asks the floor:
    trial, and each trial is its code with only that dict changed, a child of the node).
 
 And, with no executor at all, ensemble selection (`engine/blend.py`) over the best nodes' kept
-predictions, whenever at least `ensemble_every` new candidates arrived since the last one.
+predictions, whenever at least `ensemble_every` new candidates arrived since the last one. The
+candidates are the best nodes with at most `PER_STUDY` of each study: otherwise eighty trials
+of one family fill every place and the blend has nothing different to combine.
 
 Everything but which trials are in flight is rebuilt from the Journal, so a resumed run goes
 on with the same studies; trials in flight at a kill come back as plain results.
@@ -41,6 +46,8 @@ BASELINE_PARAMS: dict[str, Any] = {
     "subsample": 1.0, "colsample_bytree": 1.0, "reg_alpha": 1e-8, "reg_lambda": 1e-8,
 }
 ENSEMBLE_CANDIDATES = 20  # the best eligible nodes ensemble selection chooses among
+PER_STUDY = 4  # of them at most this many trials of one study (see the module docstring)
+STALL_PER_DIMENSION, STALL_MIN = 5, 10  # a study's patience: trials without a better one
 # How far a trial of an LLM-written node moves each number: down to a quarter, up to four
 # times (fractions in (0, 1) at most to 1, twice their value).
 SPREAD = 4.0
@@ -91,11 +98,38 @@ def node_params(node: Node) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def study_key(node: Node) -> str | None:
+    """The study a node is a trial of: its family's, or its LLM-written parent's (or its own,
+    when its code exposes tunable PARAMS); None for any other node."""
+    if node.operator is Operator.BASELINE:
+        return "lgbm"
+    proposal = Proposal.of(node)
+    if node.operator in (Operator.PORTFOLIO, Operator.TUNE) and proposal.family:
+        return proposal.family if proposal.family in FAMILIES else None
+    if node.operator is Operator.TUNE and node.parent_id is not None:
+        return f"node:{node.parent_id}"
+    if node.operator in (Operator.DRAFT, Operator.RECALL, Operator.IMPROVE, Operator.DEBUG,
+                         Operator.SELA):
+        return f"node:{node.node_id}" if space_around(node_params(node)) else None
+    return None
+
+
 def ensemble_candidates(journal: Journal) -> list[Node]:
-    """The best eligible scored nodes whose code has model code to combine, best first."""
-    nodes = [n for n in journal.eligible_nodes
-             if n.operator is not Operator.ENSEMBLE and n.has_model_code]
-    return sorted(nodes, key=lambda n: (-(n.metric or 0.0), n.step))[:ENSEMBLE_CANDIDATES]
+    """The best eligible scored nodes whose code has model code to combine, best first, at
+    most `PER_STUDY` of one study (a node of none is its own)."""
+    nodes = sorted((n for n in journal.eligible_nodes
+                    if n.operator is not Operator.ENSEMBLE and n.has_model_code),
+                   key=lambda n: (-(n.metric or 0.0), n.step))
+    taken: dict[str, int] = {}
+    out: list[Node] = []
+    for node in nodes:
+        key = study_key(node) or node.node_id
+        if taken.get(key, 0) < PER_STUDY:
+            taken[key] = taken.get(key, 0) + 1
+            out.append(node)
+            if len(out) == ENSEMBLE_CANDIDATES:
+                break
+    return out
 
 
 class Floor:
@@ -109,7 +143,7 @@ class Floor:
         self.ensembles = ensembles
         self.ensemble_every = ensemble_every
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self._studies: dict[str, optuna.Study] = {}  # by study key (see _key)
+        self._studies: dict[str, optuna.Study] = {}  # by study key (see study_key)
         self._spaces: dict[str, Distributions] = {}
         self._asked: dict[str, int] = {}  # hint of a trial in flight -> its trial number
         self._done_portfolio: set[str] = set()
@@ -166,13 +200,24 @@ class Floor:
         return proposal
 
     def _ranked(self, journal: Journal) -> list[str]:
-        """Study keys, best first by the best score of their nodes (lgbm when none ran)."""
+        """Study keys, best first by the best score of their nodes (lgbm when none ran), the
+        stalled ones behind the others."""
         best: dict[str, float] = {}
-        for node in journal.eligible_nodes:
-            key = self._key(node)
-            if key is not None and node.metric is not None:
-                best[key] = max(best.get(key, -math.inf), node.metric)
-        ranked = sorted(best, key=lambda k: -best[k])
+        since_best: dict[str, int] = {}  # scored trials after the study's best one
+        for node in sorted(journal.eligible_nodes, key=lambda n: n.step):
+            key = study_key(node)
+            if key is None or node.metric is None:
+                continue
+            if node.metric > best.get(key, -math.inf):
+                best[key], since_best[key] = node.metric, 0
+            else:
+                since_best[key] += 1
+
+        def stalled(key: str) -> bool:
+            dimensions = len(self._spaces.get(key, ()))
+            return since_best[key] >= max(STALL_MIN, STALL_PER_DIMENSION * dimensions)
+
+        ranked = sorted(best, key=lambda k: (stalled(k), -best[k]))
         return ranked or ["lgbm"]
 
     def _study(self, key: str) -> optuna.Study:
@@ -186,21 +231,6 @@ class Floor:
 
     # ---- what happened ---------------------------------------------------------------------
 
-    def _key(self, node: Node) -> str | None:
-        """The study a node is a trial of: its family's, or its LLM-written parent's (or its
-        own, when its code exposes tunable PARAMS); None for any other node."""
-        if node.operator is Operator.BASELINE:
-            return "lgbm"
-        proposal = Proposal.of(node)
-        if node.operator in (Operator.PORTFOLIO, Operator.TUNE) and proposal.family:
-            return proposal.family if proposal.family in FAMILIES else None
-        if node.operator is Operator.TUNE and node.parent_id is not None:
-            return f"node:{node.parent_id}"
-        if node.operator in (Operator.DRAFT, Operator.RECALL, Operator.IMPROVE, Operator.DEBUG,
-                             Operator.SELA):
-            return f"node:{node.node_id}" if space_around(node_params(node)) else None
-        return None
-
     def observe(self, node: Node) -> None:
         """Record a finished node once: portfolio progress, and every node that is a trial of
         a study (family or LLM-written node) as a finished trial of it."""
@@ -211,7 +241,7 @@ class Floor:
             self._last_ensemble = frozenset(node.hint.split(","))
         if node.operator is Operator.PORTFOLIO:
             self._done_portfolio.add(Proposal.of(node).idea)
-        key = self._key(node)
+        key = study_key(node)
         if key is None or (node.status in _GONE and node.hint not in self._asked):
             return
         if key not in FAMILIES and key not in self._spaces:

@@ -138,3 +138,37 @@ def test_an_llm_node_with_params_is_tuned_around_its_own_values() -> None:
                      step=2))
     floor.propose(journal, {}, executor_free=False)
     assert [t.value for t in floor._study("node:llm").trials] == [0.95, 0.97]
+
+
+def _family_node(family: str, node_id: str, step: int, metric: float) -> Node:
+    params = {d[0]: p for d, p in zip(FAMILIES[family].space, [1.0] * 8, strict=False)}
+    proposal = Proposal(Operator.TUNE, None, 0.0, idea=f"{family} trial {step}", family=family,
+                        params=tuple(sorted(params.items())))
+    return finished(proposal, node_id, step, metric)
+
+
+def test_a_stalled_study_goes_behind_the_others() -> None:
+    # linear (one dimension: patience 10) is best, then tried 10 times without doing better
+    nodes = [_family_node("linear", "lin", 0, 0.9), _family_node("knn", "knn", 1, 0.6),
+             Node(node_id="base", parent_id=None, operator=Operator.BASELINE,
+                  status=Status.OK, step=2, metric=0.5, metric_raw=0.5)]
+    nodes += [_family_node("linear", f"lin{i}", 3 + i, 0.8) for i in range(9)]
+    floor = Floor(seed=0, portfolio=False, ensembles=False)
+    journal = Journal(nodes)
+    floor.propose(journal, {}, executor_free=False)
+    assert floor._ranked(journal) == ["linear", "knn", "lgbm"]  # 9 trials since its best
+    journal.add(_family_node("linear", "lin9", 12, 0.8))
+    assert floor._ranked(journal) == ["knn", "lgbm", "linear"]  # 10: stalled
+    journal.add(_family_node("linear", "lin10", 13, 0.95))  # a better one: going again
+    assert floor._ranked(journal)[0] == "linear"
+
+
+def test_ensemble_candidates_hold_at_most_four_trials_of_one_study() -> None:
+    from search.floor import PER_STUDY
+
+    nodes = [_family_node("lgbm", f"g{i}", i, 0.9 - 0.01 * i) for i in range(10)]
+    nodes += [_family_node("extra_trees", "et", 10, 0.5),
+              make_node("llm", metric=0.4, step=11,
+                        code="# ---- model code (written by the LLM) ----\n")]
+    ids = [n.node_id for n in ensemble_candidates(Journal(nodes))]
+    assert ids == [f"g{i}" for i in range(PER_STUDY)] + ["et", "llm"]
