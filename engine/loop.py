@@ -350,7 +350,7 @@ class SearchLoop:
 
     def _generate(self, step: Step, need: Generate, pool: str) -> None:
         call = self._llms[pool].submit(step, "generate", [need.prompt])
-        step.llm_actor = call.slot
+        step.generating(call.slot)
 
     def _analysing(self) -> bool:
         """Whether an analysis step is queued or in flight."""

@@ -213,8 +213,9 @@ class Step:
         self.run_code = ""  # what the sandbox runs: `code`, or its all-folds form
         self.reply = ""  # raw text of the reply that gave the code
         self.model = ""
-        self.llm_actor = ""  # the LLM actor serving its latest request (set by the scheduler)
+        self.llm_actor = ""  # the LLM actor serving its latest request (see `generating`)
         self.llm_seconds = 0.0
+        self._generating_since = 0.0  # when an actor took the request awaiting its reply
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.repaired = False
@@ -328,8 +329,14 @@ class Step:
 
     # ---- answers ---------------------------------------------------------------------------
 
+    def generating(self, actor: str) -> None:
+        """The scheduler handed the request to `actor`, which works on it from now."""
+        self.llm_actor = actor
+        self._generating_since = self._clock()
+
     def on_reply(self, reply: Reply) -> None:
         self._asked = False
+        self._generating_since = 0.0
         self.model = reply.model
         self.llm_seconds += reply.seconds
         self.prompt_tokens += reply.prompt_tokens
@@ -456,7 +463,12 @@ class Step:
         return self._finish(Status.LOST, error=error)
 
     def kill(self, reason: str) -> Done:
-        """Stopped before it finished (the deadline, Ctrl-C)."""
+        """Stopped before it finished (the deadline, Ctrl-C). A generation cut short held its
+        actor until now: its seconds count, or a run's last LLM call (often 30 s or more) would
+        vanish from the timeline and from the LLM's busy share."""
+        if self._done is None and self._generating_since:
+            self.llm_seconds += max(0.0, self._clock() - self._generating_since)
+            self._generating_since = 0.0
         return self._finish(Status.KILLED, error=reason)
 
     # ---- the record ------------------------------------------------------------------------

@@ -279,3 +279,21 @@ def test_a_trial_of_an_llm_node_changes_only_its_params_and_runs_fold_by_fold(
     assert "node llm" in step.plan
     node = step.kill(DEADLINE_ERROR).node
     assert json.loads(node.params) == {"alpha": 0.25} and node.depth == 1
+
+
+def test_a_generation_cut_short_counts_its_seconds(task: PreparedTask) -> None:
+    now = [100.0]
+    step = Step(Proposal(Operator.DRAFT), context(task), clock=lambda: now[0])
+    assert isinstance(step.next(), Generate)
+    now[0] = 110.0  # queued 10 s for a free actor: not the actor's time
+    step.generating("llm-0")
+    now[0] = 140.0
+    node = step.kill(DEADLINE_ERROR).node
+    assert node.status is Status.KILLED and node.llm_actor == "llm-0"
+    assert node.llm_seconds == 30.0
+    answered = Step(Proposal(Operator.DRAFT), context(task), clock=lambda: now[0])
+    answered.next()
+    answered.generating("llm-0")
+    answered.on_reply(reply(GOOD))  # 0.5 s by the reply's own count
+    now[0] = 200.0  # killed while its folds run: no generation in flight
+    assert answered.kill(DEADLINE_ERROR).node.llm_seconds == 0.5
