@@ -27,6 +27,7 @@ import json
 import os
 import sqlite3
 import sys
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
@@ -246,21 +247,9 @@ def recollect(records: Iterable[dict[str, Any]]) -> Recollection:
     return Recollection(tuple(cases.values()), tuple(fixes.values()))
 
 
-def recall(setting: str | None) -> Recollection:
-    """The memory a run retrieves from: the user's store and the shipped one (none: off)."""
-    path = resolve(setting)
-    if path is None:
-        return Recollection()
+def recall(path: Path) -> Recollection:
+    """The memory a run retrieves from: the user's store at `path` and the shipped one."""
     return recollect([*shipped_records(), *Memory(path).records()])
-
-
-def remember(setting: str | None, learned: RunMemory) -> bool:
-    """Add what a finished run taught to the user's memory; False when it is off."""
-    path = resolve(setting)
-    if path is None:
-        return False
-    Memory(path).add(learned)
-    return True
 
 
 def run_dirs(roots: Iterable[Path]) -> list[Path]:
@@ -330,18 +319,18 @@ def main(argv: list[str] | None = None) -> int:
             if not dirs:
                 raise UserError("no run directory under " + ", ".join(map(str, args.roots)))
             runs = [extract(d) for d in dirs]  # all read before anything is replaced
-            if args.shipped:
-                target = Memory(Path(f"{args.to}.sqlite.tmp"))
-                target.path.unlink(missing_ok=True)
-            else:
-                target = memory
-                target.clear()
-            for one in runs:
-                target.add(one)
-            if args.shipped:
-                text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in target.records())
-                target.path.unlink()
+            if args.shipped:  # through a scratch store: the same replace rules as a user's
+                with tempfile.TemporaryDirectory() as scratch:
+                    target = Memory(Path(scratch) / "memory.sqlite")
+                    for one in runs:
+                        target.add(one)
+                    text = "".join(json.dumps(r, sort_keys=True) + "\n"
+                                   for r in target.records())
                 args.to.write_text(text, encoding="utf-8")
+            else:
+                memory.clear()
+                for one in runs:
+                    memory.add(one)
             print(f"rebuilt {args.to if args.shipped else path} from {len(dirs)} runs: "
                   f"{sum(len(one.cases) for one in runs)} cases, "
                   f"{sum(len(one.fixes) for one in runs)} fixes")

@@ -36,11 +36,11 @@ from engine.fitted import FittedAnswer, fit_answer, keep, saved_answer
 from engine.folds import HOLDOUT, Folds, dev_frame, dev_labels, make_folds
 from engine.memory import (
     RECALLED_CASES,
+    Memory,
     Recollection,
     fingerprint,
     learn,
     recall,
-    remember,
     resolve,
 )
 from engine.outputs import write_outputs
@@ -134,7 +134,7 @@ def retrieve(task: PreparedTask, config: RunConfig, console: Console
     if path is None:
         return Recollection(), {"store": "off"}
     mark = fingerprint(task)
-    memory = recall(config.memory)
+    memory = recall(path)
     cases = nearest_cases(meta_features(task.train, task.target, task.task_type), mark,
                           task.task_type, memory.cases, k=RECALLED_CASES,
                           needs_proba=task.metric.needs_proba)
@@ -152,11 +152,12 @@ def retrieve(task: PreparedTask, config: RunConfig, console: Console
 def remember_run(config: RunConfig, store: RunStore, task: PreparedTask, journal: Journal,
                  console: Console) -> dict[str, Any]:
     """Add the finished run to the memory; a memory that fails loses nothing of the run."""
-    if resolve(config.memory) is None:
+    path = resolve(config.memory)
+    if path is None:
         return {}
     try:
         learned = learn(store.run_id, task, journal, Path(str(config.data or store.root.name)).name)
-        remember(config.memory, learned)
+        Memory(path).add(learned)
     except Exception as exc:  # the run is stored: the memory is extra
         console.print(f"warning: the run was not added to the memory: {exc}", markup=False)
         return {"added": False, "error": str(exc)}

@@ -14,7 +14,16 @@ import pandas as pd
 import pytest
 
 from benchmarks.memory import measure, table
-from engine.memory import Memory, names_a_column, recall, recollect, shipped_records
+from engine.memory import (
+    ENV,
+    Memory,
+    default_path,
+    names_a_column,
+    recall,
+    recollect,
+    resolve,
+    shipped_records,
+)
 from engine.memory import main as memory_main
 from engine.run import main as run_main
 from operators.context import TaskContext
@@ -216,6 +225,15 @@ def test_the_shipped_memory_is_read_with_the_users(tmp_path: Path) -> None:
     assert len(shipped.cases) >= 6 and {c.task_type for c in shipped.cases} == {
         "regression", "binary", "multiclass"}
     assert all(c.gain > 0 and "def fit_predict" in c.code for c in shipped.cases)
-    both = recall(str(tmp_path / "empty.sqlite"))
+    both = recall(tmp_path / "empty.sqlite")
     assert {c.case_id for c in both.cases} == {c.case_id for c in shipped.cases}
-    assert recall("off").cases == ()
+
+
+def test_the_memory_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(ENV, "off")
+    assert resolve(None) is None and resolve("off") is None
+    assert resolve(str(tmp_path / "m.sqlite")) == tmp_path / "m.sqlite"  # a flag beats the env
+    monkeypatch.setenv(ENV, str(tmp_path / "env.sqlite"))
+    assert resolve("") == tmp_path / "env.sqlite"
+    monkeypatch.delenv(ENV)
+    assert resolve(None) == default_path()
