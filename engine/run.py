@@ -56,6 +56,7 @@ from sandbox import isolation_mode
 from search.constraints import Constraints
 from search.errors import BackendError, EngineError, StoreError, UserError, exit_code
 from search.floor import Floor
+from search.ideas import idea_pool
 from search.journal import Journal
 from search.node import Node, Operator
 from search.policy import Proposal, make_policy
@@ -371,7 +372,7 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
     policy = make_policy(config.policy, seed=seed, num_drafts=drafts,
                          debug_prob=config.debug_prob, max_debug_depth=config.max_debug_depth,
                          # the floor tunes and ensembles: the model is asked for features
-                         ideas="features" if config.floor else "all",
+                         ideas=idea_pool(config.floor, task.has_text_features),
                          cases=tuple(c.case_id for c in recalled.cases))
     floor = None
     if config.floor or config.ensemble:

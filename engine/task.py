@@ -113,6 +113,12 @@ class PreparedTask:
         return self._preview
 
     @property
+    def has_text_features(self) -> bool:
+        """Whether a feature column holds text (anything pandas does not read as numbers)."""
+        features = self.train.drop(columns=[self.target])
+        return len(features.select_dtypes(exclude="number").columns) > 0
+
+    @property
     def positive_label(self) -> str | None:
         return positive_label(self.labels) if self.task_type == "binary" else None
 

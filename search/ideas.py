@@ -28,23 +28,38 @@ IMPROVE_IDEAS = (
 )
 
 
+TEXT_FEATURE_IDEAS = (  # only for tasks with text columns
+    "add group statistics: the mean of an important numeric column within each value of a "
+    "text column",
+    "add counts: how often each value of a text column occurs, as a new numeric column",
+)
 FEATURE_IDEAS = (
     "add a few engineered features (ratios, products or sums of numeric columns)",
     "add ratios or differences of the numeric columns most related to the target",
     "handle skew: log-transform skewed numeric features",
-    "add group statistics: the mean of an important numeric column within each value of a "
-    "text column",
-    "add counts: how often each value of a text column occurs, as a new numeric column",
+    *TEXT_FEATURE_IDEAS,
     "add an interaction feature of the two columns that matter most",
 )
+# On numbers alone a text-column idea makes the model invent one: on concrete, asked for value
+# counts of a text column, it one-hot encoded every numeric column.
+NUMERIC_FEATURE_IDEAS = tuple(i for i in FEATURE_IDEAS if i not in TEXT_FEATURE_IDEAS)
 # With the floor on, a draft is what the portfolio does not hold: a model on new features.
 FEATURE_DRAFTS = (
     "gradient boosting with lightgbm (LGBMRegressor / LGBMClassifier) on the prepared columns "
     "plus a few engineered features (ratios, products or sums of numeric columns)",
     "a random forest from scikit-learn on the prepared columns plus a few engineered features",
 )
-IDEA_POOLS = {"all": IMPROVE_IDEAS, "features": FEATURE_IDEAS}
-DRAFT_POOLS = {"all": DRAFT_IDEAS, "features": FEATURE_DRAFTS}
+IDEA_POOLS = {"all": IMPROVE_IDEAS, "features": FEATURE_IDEAS,
+              "numeric_features": NUMERIC_FEATURE_IDEAS}
+DRAFT_POOLS = {"all": DRAFT_IDEAS, "features": FEATURE_DRAFTS, "numeric_features": FEATURE_DRAFTS}
+
+
+def idea_pool(floor: bool, text_columns: bool) -> str:
+    """The pool a search asks from: with the floor on, features only, and ideas about text
+    columns only when the task has some."""
+    if not floor:
+        return "all"
+    return "features" if text_columns else "numeric_features"
 
 
 def draft_idea(index: int, pool: str = "all") -> str:
