@@ -200,7 +200,11 @@ WEIGHTS = __WEIGHTS__
 
 
 def _member(source, X, y, X_valid, X_test):
-    scope = {"prepare": prepare, "np": np, "pd": pd, "__name__": "member"}
+    # The module-level names the harness gives model code when it runs as its own node, bound
+    # to this call's rows: code that uses them outside fit_predict runs here as it ran there.
+    scope = {"prepare": prepare, "np": np, "pd": pd, "os": os, "re": re, "TARGET": TARGET,
+             "X": X.copy(), "y": y.copy(), "X_valid": X_valid.copy(), "X_test": X_test.copy(),
+             "train": X.assign(**{TARGET: y.to_numpy()}), "__name__": "member"}
     exec(compile(source, "member", "exec"), scope)
     return scope["fit_predict"](X.copy(), y.copy(), X_valid.copy(), X_test.copy())
 

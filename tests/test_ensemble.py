@@ -48,6 +48,24 @@ def test_mean_of_numbers_runs_in_the_sandbox() -> None:
     assert weighted.prediction.tolist() == [1.5, 2.5, 3.5]
 
 
+def test_a_member_using_the_harness_names_at_module_level_runs() -> None:
+    # An LLM-written node that calls its own fit_predict at module level ran as a node (the
+    # harness defines X, y, X_valid, X_test there); inside an ensemble it failed with a
+    # NameError, so the answer could be neither saved nor trained again.
+    ctx = TaskContext(preview="", target="y", task_type="regression", metric="rmse",
+                      maximize=False)
+    calls = ("def fit_predict(X, y, X_valid, X_test):\n"
+             "    return [float(len(train))] * len(X_valid), [0.0] * len(X_test)\n\n"
+             "valid_pred, test_pred = fit_predict(X, y, X_valid, X_test)\n")
+    code = ensemble_code(ctx, [assemble(ctx, calls), assemble(ctx, model("[1.0] * 3, [0, 0]"))],
+                         [1, 1])
+    result = run_script(code, {**INPUTS, "train.csv": b"x,y\n1,1\n2,2\n3,3\n"},
+                        Limits(wall_seconds=60))
+    assert result.status == "ok", result.stderr_tail
+    out = pd.read_csv(io.BytesIO(result.valid_csv))
+    assert out.prediction.tolist() == [2.0, 2.0, 2.0]  # (3 training rows + 1) / 2
+
+
 def test_mean_of_probabilities_accepts_binary_vectors() -> None:
     ctx = TaskContext(preview="", target="y", task_type="binary", metric="roc_auc",
                       maximize=True, labels=("a", "b"), needs_proba=True)
