@@ -124,8 +124,7 @@ class RunConfig:
     # by the number of rows.
     folds: int | None = field(default=None, metadata=_flag(
         "cross-validation folds of train+valid that score every node; 1 is the holdout "
-        "(learn from train, score on valid) (default: 5 up to 20,000 rows, 3 up to 100,000, "
-        "else 1)"))
+        "(learn from train, score on valid) (default: 5 up to 20,000 rows, else 1)"))
     # Seconds one generation may take before it counts as hung: the node is lost and the LLM
     # actor replaced (a synchronous actor cannot cancel a running call). task.yaml only.
     llm_timeout: float = 600.0
