@@ -119,6 +119,7 @@ def test_baseline_root_on_a_classification_task(tmp_path: Path, metric: str) -> 
         assert {"proba_no", "proba_yes"} <= set(valid.columns)
 
 
+@pytest.mark.slow  # whole searches, over 45 s: the slow step
 def test_select_cv_reranks_the_top_nodes(tmp_path: Path) -> None:
     make_data(tmp_path / "train.csv")
     out = tmp_path / "runs"

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from benchmarks.reflect import main as bench_main
 from benchmarks.reflect import step_success
@@ -58,6 +59,7 @@ def test_reflection_precedes_debug_and_improve(tmp_path: Path) -> None:
     assert not any("Your notes" in _user_prompt(p) for p in drafts.prompt)
 
 
+@pytest.mark.slow  # whole searches, over 45 s: the slow step
 def test_reflect_benchmark_counts_steps_of_both_arms(tmp_path: Path) -> None:
     out = tmp_path / "bench"
     (tmp_path / "task.yaml").write_text(POLICY)
@@ -114,6 +116,7 @@ def test_step_success_when_every_improve_was_stopped() -> None:
 ANALYSIS = "```python\ndf = pd.read_csv('input/train.csv')\nprint('rows:', len(df))\n```\n"
 
 
+@pytest.mark.slow  # whole searches, over 45 s: the slow step
 def test_analyst_arm_runs_with_the_analyst_and_shares_the_plain_run(tmp_path: Path) -> None:
     script = json.loads(GENERIC.read_text())
     script["analyze"] = [ANALYSIS]
