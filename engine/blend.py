@@ -10,8 +10,10 @@ predictions in the driver: nothing runs, and the test predictions are combined w
 weights, so the test score is the blend's own.
 
 The weights are fitted on the same held-out rows that score them, so a blend's score is
-slightly optimistic; the final selection's bootstrap guard (engine/select.py) applies to it
-like to any node.
+optimistic; the final selection's bootstrap guard (engine/select.py) applies to it like to any
+node, and when the answer is a blend the summary also gives its cross-fitted score
+(`cross_fitted`): each group of rows (a fold) blended with weights selected on the other
+groups' rows, so no row scores weights it helped choose.
 """
 
 from __future__ import annotations
@@ -90,3 +92,23 @@ def blend(task: PreparedTask, frames: Mapping[str, pd.DataFrame],
     """The weighted combination of the predictions of the nodes in `weights`."""
     ids = list(weights)
     return combine_predictions(task, [frames[i] for i in ids], [weights[i] for i in ids])
+
+
+def cross_fitted(task: PreparedTask, candidates: Mapping[str, pd.DataFrame], truth: pd.Series,
+                 groups: np.ndarray, size: int = SIZE) -> pd.DataFrame:
+    """Held-out predictions of ensemble selection over `candidates` in which the rows of each
+    group (`groups[r]`, one per row) are blended with weights selected on the other groups'
+    rows. Needs at least two groups."""
+    truth = truth.reset_index(drop=True)
+    rows = [np.flatnonzero(groups == g) for g in np.unique(groups)]
+    if len(rows) < 2:
+        raise ValueError("cross-fitting needs at least two groups of rows")
+    parts = []
+    for held in rows:
+        learn = np.flatnonzero(~np.isin(np.arange(len(truth)), held))
+        weights = select_weights(task, {i: f.iloc[learn].reset_index(drop=True)
+                                        for i, f in candidates.items()}, truth.iloc[learn], size)
+        part = blend(task, {i: candidates[i].iloc[held].reset_index(drop=True)
+                            for i in weights}, weights)
+        parts.append(part.set_axis(held))
+    return pd.concat(parts).sort_index()

@@ -459,6 +459,7 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
     if "test_raw" in selection.get("refit", {}):  # the holdout's answer, refitted on all rows
         facts["best_test"], facts["refit"] = selection["refit"]["test_raw"], True
     facts["isolation"] = store.manifest().get("isolation", "")
+    facts["best_valid_cross_fitted"] = selection.get("cross_fitted_raw")
     memory_record |= remember_run(config, store, task, journal, console)
     facts["memory"] = memory_record
     store.update_manifest(spent=spent, result=facts, selection=selection, memory=memory_record)
@@ -481,7 +482,12 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
     """Choose the node the run hands over (`--select`, see engine/select.py), make it the
     journal's `final` and put it in best/; return the record of the choice for the manifest."""
     from engine.scoring import score
-    from engine.select import select_by_cv, select_confirmed, selection_record
+    from engine.select import (
+        cross_fitted_score,
+        select_by_cv,
+        select_confirmed,
+        selection_record,
+    )
     from sandbox import Limits
 
     best = journal.best()
@@ -536,6 +542,12 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
         store.write_best(node, valid, test)
         if fitted is not None:
             keep(store.root / "best", fitted)
+    plan = folds or make_folds(task, 1)
+    cross = cross_fitted_score(task, node, lambda node_id: store.read_predictions(node_id, "valid"),
+                               dev_labels(task).iloc[plan.held_out],
+                               plan.fold_of[plan.held_out], seed=config.seed)
+    if cross is not None:  # an ensemble: its valid score scored the weights it chose
+        record["cross_fitted_raw"] = cross
     journal.choose(winner)
     record["winner"] = winner
     for candidate in record.get("candidates", []):

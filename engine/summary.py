@@ -151,7 +151,7 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
           if facts.get("isolation") not in (None, "", "bwrap") else []),
         (f"answer's valid {metric}",
          _fmt(facts.get("best_valid"))
-         + (f" (node {best.node_id}, {best.operator.value})" if best else
+         + (f" (node {best.node_id}, {best.operator.value}{_cross_fitted(facts)})" if best else
             f" (no eligible node: {len(journal.excluded_nodes)} ok nodes break the constraints)"
             if journal.excluded_nodes else " (no working node)")),
         (f"its test {metric}", _fmt(facts.get("best_test"))
@@ -180,6 +180,15 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
         *([("workers busy", ", ".join(f"{w} {share:.0%}" for w, share in facts["busy"].items()))]
           if facts.get("busy") else []),
     ]
+
+
+def _cross_fitted(facts: dict[str, Any]) -> str:
+    """An ensemble answer's valid score scored the weights it chose: its honest twin."""
+    cross = facts.get("best_valid_cross_fitted")
+    if cross is None:
+        return ""
+    return (f"; its weights were selected on these same rows: cross-fitted, each fold "
+            f"blended with weights selected on the other folds, {_fmt(cross)}")
 
 
 def analysis_section(journal: Journal) -> list[str]:

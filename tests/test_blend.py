@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.blend import blend, select_weights
+from engine.blend import blend, cross_fitted, select_weights
 from engine.scoring import combine_predictions, submission_metric
 from engine.task import PreparedTask, TaskSpec, prepare_task
 
@@ -42,6 +42,30 @@ def test_the_best_single_model_alone_when_nothing_helps(regression: PreparedTask
     bad = pd.DataFrame({"prediction": truth + 2.0})
     assert select_weights(regression, {"bad": bad, "good": good}, truth) == {"good": 1}
     assert select_weights(regression, {}, truth) == {}
+
+
+def test_cross_fitting_scores_weights_on_rows_they_were_not_chosen_on(
+        regression: PreparedTask) -> None:
+    truth = regression.valid_y.reset_index(drop=True)
+    groups = np.arange(len(truth)) % 2
+    # Each candidate is exact on one group and 5 off on the other: chosen on all rows, the
+    # blend averages them (2.5 off everywhere); chosen on one group, the weights pick the
+    # candidate that is exact there and 5 off on the group they are applied to.
+    left = pd.DataFrame({"prediction": truth + np.where(groups == 0, 0.0, 5.0)})
+    right = pd.DataFrame({"prediction": truth + np.where(groups == 1, 0.0, 5.0)})
+    candidates = {"left": left, "right": right}
+    weights = select_weights(regression, candidates, truth)
+    in_sample = submission_metric(regression, blend(regression, candidates, weights), truth)
+    crossed = submission_metric(regression, cross_fitted(regression, candidates, truth, groups),
+                                truth)
+    assert in_sample == pytest.approx(2.5) and crossed == pytest.approx(5.0)
+    # One candidate best everywhere: the same weights on every group, the same score.
+    good = pd.DataFrame({"prediction": truth + 0.1})
+    bad = pd.DataFrame({"prediction": truth + 2.0})  # same side: mixing it in only hurts
+    alone = cross_fitted(regression, {"good": good, "bad": bad}, truth, groups)
+    assert alone["prediction"].tolist() == pytest.approx(good["prediction"].tolist())
+    with pytest.raises(ValueError, match="two groups"):
+        cross_fitted(regression, candidates, truth, np.zeros(len(truth), dtype=int))
 
 
 def test_probabilities_average_and_labels_vote(tmp_path: Path) -> None:

@@ -7,22 +7,29 @@ is known exactly."""
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from rich.console import Console
 
+from engine.config import RunConfig
+from engine.run import select_final
 from engine.runs import apply_selection
 from engine.scoring import read_submission, submission_metric
 from engine.select import (
     CONFIDENCE,
+    cross_fitted_score,
     paired_bootstrap,
     resampled_scores,
     select_confirmed,
 )
+from engine.store import RunStore
 from engine.summary import overview, selection_section
 from engine.task import PreparedTask, TaskSpec, prepare_task
+from sandbox import ExecResult
 from search.journal import Journal
 from search.node import Operator
 from tests.helpers import make_node
@@ -135,6 +142,61 @@ def test_the_manifest_winner_becomes_the_journal_final(task: PreparedTask, tmp_p
     assert journal.final() is journal.get("base") and journal.best() is journal.get("lucky")
     apply_selection(journal, {"selection": {"winner": "gone"}})  # not in this journal: ignored
     assert journal.final() is journal.get("base")
+
+
+def test_an_ensemble_answer_is_also_scored_cross_fitted(task: PreparedTask) -> None:
+    journal, files = journal_of(task, {"base": (Operator.BASELINE, 0.6),
+                                       "good": (Operator.IMPROVE, 0.8),
+                                       "blend": (Operator.ENSEMBLE, 0.8)})
+    truth = task.valid_y
+    # Not an ensemble, or an ensemble without its candidates in the hint: nothing to say.
+    assert cross_fitted_score(task, journal.get("good"), files.get, truth,
+                              np.zeros(len(truth), dtype=int)) is None
+    assert cross_fitted_score(task, journal.get("blend"), files.get, truth,
+                              np.zeros(len(truth), dtype=int)) is None
+    blend = replace(journal.get("blend"), hint="good,base")
+    # `good` is right on a superset of `base`'s rows: whatever rows choose the weights, `good`
+    # alone is chosen, so the cross-fitted score is its score; the holdout (one group) is cut
+    # into groups at random.
+    for groups in (np.zeros(len(truth), dtype=int), np.arange(len(truth)) % 5):
+        assert cross_fitted_score(task, blend, files.get, truth, groups) == pytest.approx(0.8)
+    missing = replace(blend, hint="good,gone")
+    assert cross_fitted_score(task, missing, files.get, truth, np.arange(len(truth)) % 5) is None
+    facts = {"best_valid": 0.8, "best_valid_cross_fitted": 0.79}
+    journal = Journal([journal.get("base"), journal.get("good"), blend])
+    apply_selection(journal, {"selection": {"winner": "blend"}})
+    rows = dict(overview(journal, facts, target="y", task_type="binary", metric="accuracy",
+                         maximize=True))
+    assert rows["answer's valid accuracy"].endswith(
+        "its weights were selected on these same rows: cross-fitted, each fold blended with "
+        "weights selected on the other folds, 0.79)")
+
+
+def test_the_final_selection_records_an_ensemble_answers_cross_fitted_score(
+        task: PreparedTask, tmp_path: Path) -> None:
+    journal, files = journal_of(task, {"base": (Operator.BASELINE, 0.6),
+                                       "good": (Operator.IMPROVE, 0.8),
+                                       "blend": (Operator.ENSEMBLE, 0.81)})
+    journal = Journal([journal.get("base"), journal.get("good"),
+                       replace(journal.get("blend"), hint="good,base")])
+    store = RunStore.create(tmp_path / "runs", task, {"config": {}})  # no folds: the holdout
+    test_csv = pd.DataFrame({"prediction": task.test_y.astype(str)}).to_csv(index=False).encode()
+    for node_id in ("base", "good", "blend"):
+        store.append(journal.get(node_id), test_metric_raw=1.0)
+        store.write_predictions(node_id, files[node_id], test_csv)
+
+    def no_runs(*args: object) -> ExecResult:
+        raise AssertionError("selection by valid score with kept predictions runs nothing")
+
+    record = select_final(store, task, journal, {}, RunConfig(select="valid", save_model=False),
+                          Console(quiet=True), no_runs)
+    # `good` is right on a superset of `base`'s rows: chosen on any rows, the weights are
+    # `good` alone, so the blend's cross-fitted score is good's; a single answer has none.
+    assert record["winner"] == "blend" and record["cross_fitted_raw"] == pytest.approx(0.8)
+    journal = Journal([journal.get("base"), journal.get("good")])
+    record = select_final(store, task, journal, {}, RunConfig(select="valid", save_model=False),
+                          Console(quiet=True), no_runs)
+    assert record["winner"] == "good" and "cross_fitted_raw" not in record
 
 
 def test_the_headline_names_the_answer_and_the_unchosen_best(task: PreparedTask) -> None:
