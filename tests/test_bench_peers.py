@@ -97,3 +97,16 @@ def test_each_baseline_optimises_every_protocol_metric(name: str, kind: str, met
         assert predictor.problem_type == task.task_type
 
 
+
+
+@pytest.mark.slow
+@pytest.mark.bench
+def test_autogluon_fits_its_xgboost_models(tmp_path: Path) -> None:
+    """A peer at full strength: under xgboost-cpu 2.1 with scikit-learn 1.9 every XGBoost model
+    failed to save and AutoGluon skipped them all, weaker than the AutoGluon users run."""
+    from autogluon.tabular import TabularPredictor
+
+    task = _task(tmp_path, "regression", "rmse")
+    predictor = TabularPredictor(label="y", path=str(tmp_path / "ag"), verbosity=0)
+    predictor.fit(task.train, hyperparameters={"XGB": {}}, time_limit=60)
+    assert any(name.startswith("XGBoost") for name in predictor.model_names())
