@@ -100,12 +100,11 @@ def cross_fitted(task: PreparedTask, candidates: Mapping[str, pd.DataFrame], tru
     group (`groups[r]`, one per row) are blended with weights selected on the other groups'
     rows. Needs at least two groups."""
     truth = truth.reset_index(drop=True)
-    rows = [np.flatnonzero(groups == g) for g in np.unique(groups)]
-    if len(rows) < 2:
+    if len(np.unique(groups)) < 2:
         raise ValueError("cross-fitting needs at least two groups of rows")
     parts = []
-    for held in rows:
-        learn = np.flatnonzero(~np.isin(np.arange(len(truth)), held))
+    for group in np.unique(groups):
+        held, learn = np.flatnonzero(groups == group), np.flatnonzero(groups != group)
         weights = select_weights(task, {i: f.iloc[learn].reset_index(drop=True)
                                         for i, f in candidates.items()}, truth.iloc[learn], size)
         part = blend(task, {i: candidates[i].iloc[held].reset_index(drop=True)

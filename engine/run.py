@@ -459,12 +459,12 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
     if "test_raw" in selection.get("refit", {}):  # the holdout's answer, refitted on all rows
         facts["best_test"], facts["refit"] = selection["refit"]["test_raw"], True
     facts["isolation"] = store.manifest().get("isolation", "")
-    facts["best_valid_cross_fitted"] = selection.get("cross_fitted_raw")
     memory_record |= remember_run(config, store, task, journal, console)
     facts["memory"] = memory_record
     store.update_manifest(spent=spent, result=facts, selection=selection, memory=memory_record)
     facts["request_warnings"] = manifest.get("request_warnings", [])
     facts["selection"] = selection
+    facts["best_valid_cross_fitted"] = selection.get("cross_fitted_raw")  # kept under selection
     summary = write_summary(store.root, task, journal, all_tests, facts)
     try:
         write_outputs(store.root)
@@ -494,6 +494,13 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
     if best is None:
         return {"method": config.select, "winner": None}
     limits = Limits(wall_seconds=config.exec_timeout)
+    folds = store.load_folds()
+    plan = folds or make_folds(task, 1)  # None: a run stored before folds, scored on the holdout
+    held_out_labels = dev_labels(task).iloc[plan.held_out]
+
+    def kept_valid(node_id: str) -> bytes | None:
+        return store.read_predictions(node_id, "valid")
+
     if config.select == "cv":
         k = 5
         console.print(f"selecting the final best by {k}-fold cross-validation of the top 3 "
@@ -502,10 +509,8 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
                                       limits=limits)
         record = selection_record(winner, scores, k)
     elif config.select == "confirmed":
-        held_out = (store.load_folds() or make_folds(task, 1)).held_out
-        winner, record = select_confirmed(
-            task, journal, lambda node_id: store.read_predictions(node_id, "valid"),
-            seed=config.seed, truth=dev_labels(task).iloc[held_out])
+        winner, record = select_confirmed(task, journal, kept_valid, seed=config.seed,
+                                          truth=held_out_labels)
     else:
         winner, record = best.node_id, {"method": "best valid score"}
     winner = winner or best.node_id
@@ -519,7 +524,6 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
         else:
             record["note"] = f"the chosen node {winner} failed when re-run: {result.error}"
             winner, node = best.node_id, best
-    folds = store.load_folds()
     fitted = None
     if valid is not None and config.save_model:
         fitted = saved_answer(store.root / "best", winner)
@@ -542,9 +546,7 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
         store.write_best(node, valid, test)
         if fitted is not None:
             keep(store.root / "best", fitted)
-    plan = folds or make_folds(task, 1)
-    cross = cross_fitted_score(task, node, lambda node_id: store.read_predictions(node_id, "valid"),
-                               dev_labels(task).iloc[plan.held_out],
+    cross = cross_fitted_score(task, node, kept_valid, held_out_labels,
                                plan.fold_of[plan.held_out], seed=config.seed)
     if cross is not None:  # an ensemble: its valid score scored the weights it chose
         record["cross_fitted_raw"] = cross

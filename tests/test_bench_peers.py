@@ -97,8 +97,6 @@ def test_each_baseline_optimises_every_protocol_metric(name: str, kind: str, met
         assert predictor.problem_type == task.task_type
 
 
-
-
 @pytest.mark.slow
 @pytest.mark.bench
 def test_autogluon_fits_its_xgboost_models(tmp_path: Path) -> None:
