@@ -8,7 +8,9 @@ construction: a task never retrieves its own cases, engine/memory.py). Per task 
 - drafts (generated and recall roots) that ran ok without a debug step, of those that ran;
 - seconds until the first LLM-written node (draft, recall, improve, debug) beat the baseline
   root's valid score, from the run's start;
-- the answer's test score.
+- the answer's test score, and the 95% paired bootstrap interval of its gain with the memory
+  (the two answers' test predictions scored on the same resampled test rows; positive is
+  better): where it spans zero, that task's one seed cannot separate the arms.
 The totals give each share with its 95% Wilson interval and the tasks where the memory arm
 was faster or better, with an exact sign test: with one seed and six tasks, say so plainly
 where it cannot separate the arms.
@@ -18,13 +20,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from benchmarks.stats import share, sign_test
+from benchmarks.stats import paired_bootstrap, share, sign_test
 from engine.runs import open_run
+from engine.scoring import read_submission, submission_metric
 from search.metric import METRICS
 from search.node import Operator
 
@@ -55,8 +60,32 @@ def arm(folder: Path) -> pd.DataFrame:
     for row in results.itertuples():
         run_dir = Path(str(row.run_dir))
         rows.append({"task": row.task, "seed": row.seed, "metric": row.metric,
-                     "test": row.test, **measure(run_dir)})
+                     "test": row.test, "run_dir": str(run_dir), **measure(run_dir)})
     return pd.DataFrame(rows)
+
+
+def answer_gain_interval(off_dir: Path, on_dir: Path) -> tuple[float, float] | None:
+    """95% paired bootstrap interval of the memory arm's test gain over the off arm's (the
+    answers' kept test predictions, scored on the same resampled rows; positive is better);
+    None when either answer's predictions are missing or the arms' test rows differ."""
+    off, on = open_run(off_dir), open_run(on_dir)
+    task = off.task()
+    truth = task.test_y.reset_index(drop=True)
+    if not truth.equals(on.task().test_y.reset_index(drop=True)):
+        return None
+    answers = [off.store.read_best("test"), on.store.read_best("test")]
+    if any(a is None for a in answers):
+        return None
+    off_pred, on_pred = (read_submission(task, a, "test") for a in answers)
+    sign = 1.0 if task.metric.maximize else -1.0
+
+    def gain(rows: np.ndarray) -> float:
+        drawn = truth.iloc[rows].reset_index(drop=True)
+        scores = [submission_metric(task, p.iloc[rows].reset_index(drop=True), drawn)
+                  for p in (off_pred, on_pred)]
+        return sign * (scores[1] - scores[0])
+
+    return paired_bootstrap(gain, len(truth))
 
 
 def _or_never(value: Any) -> float:
@@ -68,17 +97,26 @@ def _seconds(value: Any) -> str:
     return "never" if seconds == float("inf") else f"{seconds:.0f} s"
 
 
+def _interval(r: Mapping[Any, Any]) -> tuple[float, float] | None:
+    if pd.isna(r.get("run_dir_off")) or pd.isna(r.get("run_dir_on")):
+        return None
+    return answer_gain_interval(Path(str(r["run_dir_off"])), Path(str(r["run_dir_on"])))
+
+
 def table(off: pd.DataFrame, on: pd.DataFrame) -> str:
     paired = off.merge(on, on=["task", "seed", "metric"], suffixes=("_off", "_on"))
     lines = ["| task | metric | drafts ok, off | drafts ok, on (recall) | first beat, off | "
-             "first beat, on | test, off | test, on |", "|---|---|---|---|---|---|---|---|"]
-    faster = slower = better = worse = 0
+             "first beat, on | test, off | test, on | test gain with memory, 95% |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    faster = slower = better = worse = surely_better = surely_worse = 0
     for r in paired.to_dict("records"):
+        interval = _interval(r)
         lines.append(
             f"| {r['task']} | {r['metric']} | {r['drafts_ok_off']}/{r['drafts_off']} | "
             f"{r['drafts_ok_on']}/{r['drafts_on']} ({r['recalls_ok_on']}/{r['recalls_on']}) | "
             f"{_seconds(r['first_beat_off'])} | {_seconds(r['first_beat_on'])} | "
-            f"{r['test_off']:.4g} | {r['test_on']:.4g} |")
+            f"{r['test_off']:.4g} | {r['test_on']:.4g} | "
+            + ("n/a |" if interval is None else f"{interval[0]:+.4g} to {interval[1]:+.4g} |"))
         a, b = _or_never(r["first_beat_off"]), _or_never(r["first_beat_on"])
         faster += b < a
         slower += b > a
@@ -86,6 +124,8 @@ def table(off: pd.DataFrame, on: pd.DataFrame) -> str:
         gain = sign * (float(r["test_on"]) - float(r["test_off"]))
         better += gain > 1e-12
         worse += gain < -1e-12
+        surely_better += interval is not None and interval[0] > 0
+        surely_worse += interval is not None and interval[1] < 0
     off_share = share(int(paired.drafts_ok_off.sum()), int(paired.drafts_off.sum()))
     on_share = share(int(paired.drafts_ok_on.sum()), int(paired.drafts_on.sum()))
     recall_share = share(int(paired.recalls_ok_on.sum()), int(paired.recalls_on.sum()))
@@ -97,7 +137,8 @@ def table(off: pd.DataFrame, on: pd.DataFrame) -> str:
         f"of {len(paired)} tasks, later on {slower} (sign test p = "
         f"{sign_test(faster, slower):.2f})",
         f"- answer's test score: better with memory on {better} of {len(paired)} tasks, worse "
-        f"on {worse} (sign test p = {sign_test(better, worse):.2f})",
+        f"on {worse} (sign test p = {sign_test(better, worse):.2f}); beyond its 95% interval: "
+        f"better on {surely_better}, worse on {surely_worse}",
     ]
     return "\n".join(lines) + "\n"
 

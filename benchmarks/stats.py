@@ -1,8 +1,12 @@
-"""Small exact statistics for benchmark tables: shares with intervals, paired sign tests."""
+"""Small statistics for benchmark tables: shares with intervals, paired sign tests, a paired
+bootstrap interval."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+
+import numpy as np
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -30,3 +34,13 @@ def sign_test(wins: int, losses: int) -> float:
         return 1.0
     tail = sum(math.comb(n, i) for i in range(min(wins, losses) + 1)) / 2**n
     return min(1.0, 2 * tail)
+
+
+def paired_bootstrap(difference: Callable[[np.ndarray], float], rows: int,
+                     resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile interval of `difference(rows drawn)`: the same rows, drawn with
+    replacement, score both arms of a paired comparison on one test set."""
+    rng = np.random.default_rng(seed)
+    draws = [difference(rng.integers(0, rows, rows)) for _ in range(resamples)]
+    low, high = np.quantile(draws, [0.025, 0.975])
+    return float(low), float(high)

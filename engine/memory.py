@@ -46,7 +46,7 @@ from search.node import Operator, code_hash
 OFF = "off"
 SHIPPED = Path(__file__).with_name("memory_shipped.jsonl")
 CASES_PER_RUN = 3  # stored per run
-RECALLED_CASES = 2  # retrieved per run: a recall draft each
+RECALLED_CASES = 2  # at most, retrieved per run: a recall draft each, in its root slots
 _NOT_CASES = (Operator.BASELINE, Operator.ENSEMBLE, Operator.ANALYZE, Operator.INSIGHTS)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (fingerprint TEXT PRIMARY KEY, dataset TEXT, task_type TEXT,

@@ -127,17 +127,18 @@ def request_config(text: str, overrides: dict[str, Any], console: Console) -> Ru
     return RunConfig(**request.config_values())
 
 
-def retrieve(task: PreparedTask, config: RunConfig, console: Console
+def retrieve(task: PreparedTask, config: RunConfig, console: Console, roots: int
              ) -> tuple[Recollection, dict[str, Any]]:
     """The cases (nearest other tasks' working code) and fixes this run may use, from the
-    memory (engine/memory.py); and the record of them for the manifest and summary."""
+    memory (engine/memory.py); and the record of them for the manifest and summary. A case
+    takes one of the policy's `roots` draft slots, so no more are retrieved."""
     path = resolve(config.memory)
     if path is None:
         return Recollection(), {"store": "off"}
     mark = fingerprint(task)
     memory = recall(path)
     cases = nearest_cases(meta_features(task.train, task.target, task.task_type), mark,
-                          task.task_type, memory.cases, k=RECALLED_CASES,
+                          task.task_type, memory.cases, k=min(RECALLED_CASES, roots),
                           needs_proba=task.metric.needs_proba)
     fixes = tuple(f for f in memory.fixes if f.fingerprint != mark)
     record = {"store": str(path), "fingerprint": mark, "fixes": len(fixes),
@@ -368,7 +369,7 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
     # Each start gets its own seed stream, so a resumed run does not replay the first one.
     seed = config.seed + 1000 * len(starts)
     drafts = config.num_drafts if config.num_drafts is not None else 1 if config.floor else 3
-    recalled, memory_record = retrieve(task, config, console)
+    recalled, memory_record = retrieve(task, config, console, drafts)
     policy = make_policy(config.policy, seed=seed, num_drafts=drafts,
                          debug_prob=config.debug_prob, max_debug_depth=config.max_debug_depth,
                          # the floor tunes and ensembles: the model is asked for features

@@ -250,6 +250,11 @@ class RunStore:
         shutil.rmtree(best, ignore_errors=True)
         staging.rename(best)
 
+    def read_best(self, split: str) -> bytes | None:
+        """The answer's submission for `split`, as `write_best` kept it; None when absent."""
+        path = self.root / "best" / "submission" / f"{split}.csv"
+        return path.read_bytes() if path.is_file() else None
+
     def read_rows(self) -> list[dict[str, Any]]:
         """Every stored node as a dict, in step order (NaN read back as None)."""
         files = sorted(self.nodes_dir.glob("chunk-*.parquet"))

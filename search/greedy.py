@@ -1,7 +1,9 @@
 """Greedy AIDE-style policy: draft a few roots, then debug buggy leaves or improve the best.
 
 With retrieved cases (--memory), the first roots are recall drafts, one per case: the
-LLM adapts another task's working code; the generated drafts follow.
+LLM adapts another task's working code. They take the first of the `num_drafts` root slots
+rather than adding roots ahead of them, so a case never delays the first improve step:
+generated drafts fill the slots left.
 
 Ensembles, the portfolio and tuning are the engine's own work (search/floor.py), not the
 policy's.
@@ -36,7 +38,7 @@ class GreedyPolicy:
     base_temperature: float = 0.7
     ideas: str = "all"  # draft and improvement idea pools (search.ideas.IDEA_POOLS)
     # Retrieved cases (--memory): ids of other tasks' working code; each is adapted by one
-    # recall draft, before the generated drafts
+    # recall draft, in the first root slots
     cases: tuple[str, ...] = ()
     name: str = "greedy"
 
@@ -67,7 +69,7 @@ class GreedyPolicy:
             return Proposal(Operator.RECALL, None, self.base_temperature,
                             idea=self.cases[recalled + recalls_in_flight])
         n_drafts = len(journal.draft_nodes) - recalled + drafts_in_flight
-        if n_drafts < self.num_drafts:
+        if n_drafts + recalled + recalls_in_flight < self.num_drafts:
             return Proposal(Operator.DRAFT, None, self.base_temperature,
                             idea=draft_idea(n_drafts, self.ideas))
         debuggable = [

@@ -227,7 +227,8 @@ class MCTSPolicy:
     widening_k: float = 1.0
     widening_alpha: float = 0.5
     max_debug_per_node: int = 2
-    cases: tuple[str, ...] = ()  # retrieved cases (--memory): a recall root for each, first
+    # retrieved cases (--memory): a recall root for each, in the first root slots
+    cases: tuple[str, ...] = ()
     name: str = "mcts"
 
     def __post_init__(self) -> None:
@@ -258,7 +259,7 @@ class MCTSPolicy:
         i = ROOT
         while True:
             if i == ROOT:
-                if (tree.drafts < self.num_drafts + len(self.cases)
+                if (tree.drafts < max(self.num_drafts, len(self.cases))
                         or tree.widening_allows(ROOT, tree.drafts)
                         or tree.live_children[ROOT] == 0):
                     return self._draft(tree), ROOT

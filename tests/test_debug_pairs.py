@@ -9,6 +9,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchmarks.analysis import main as analysis_main
@@ -21,7 +22,7 @@ from benchmarks.debug_pairs import (
     summary,
     table,
 )
-from benchmarks.stats import share, sign_test, wilson
+from benchmarks.stats import paired_bootstrap, share, sign_test, wilson
 from engine.run import main as run_main
 from search.chat import ChatPrompt, Reply
 from tests.helpers import make_data
@@ -124,6 +125,13 @@ def test_statistics() -> None:
     assert low == pytest.approx(0.2366, abs=1e-3) and high == pytest.approx(0.7634, abs=1e-3)
     assert wilson(0, 0) == (0.0, 1.0)
     assert share(5, 10) == "5/10 (50%; 24%–76%)" and share(0, 0) == "0/0"
+    # Paired rows whose gain is 0.1 plus noise: the mean gain's interval holds 0.1 and not 0;
+    # with noise ten times wider it spans 0.
+    rng = np.random.default_rng(1)
+    for noise, spans_zero in ((0.2, False), (2.0, True)):
+        gain = 0.1 + noise * rng.normal(size=400)
+        low, high = paired_bootstrap(lambda rows, g=gain: float(np.mean(g[rows])), 400)
+        assert low < 0.1 < high and (low < 0 < high) == spans_zero
 
 
 def test_spread_takes_tasks_in_turn(runs: Path) -> None:

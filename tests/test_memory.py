@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.memory import measure, table
+from benchmarks.memory import answer_gain_interval, measure, table
 from engine.memory import (
     ENV,
     Memory,
@@ -87,19 +87,29 @@ def test_the_nearest_fix_needs_the_same_error_type_and_shared_words() -> None:
     assert nearest_fix("TypeError: could not convert string to float", "me", fixes) is None
 
 
-def test_policies_recall_each_case_once_then_draft() -> None:
+def test_policies_recall_each_case_once_in_the_first_root_slots() -> None:
     journal = Journal()
-    greedy = GreedyPolicy(num_drafts=1, cases=("c1", "c2"))
-    first = greedy.propose(journal, 3, {})
+    greedy = GreedyPolicy(num_drafts=3, cases=("c1", "c2"))
+    first = greedy.propose(journal, 4, {})
     assert [(p.operator, p.idea) for p in first[:2]] == [(Operator.RECALL, "c1"),
                                                          (Operator.RECALL, "c2")]
-    assert first[2].operator is Operator.DRAFT
+    # The cases take two of the three root slots: one generated draft, then nothing until a
+    # root comes back.
+    assert [p.operator for p in first[2:]] == [Operator.DRAFT]
     journal.add(replace(make_node("r1", operator=Operator.RECALL, metric=-1.0), hint="c1"))
     later = greedy.propose(journal, 2, {(Operator.RECALL, None): 1})
     assert all(p.operator is not Operator.RECALL for p in later)
-    mcts = MCTSPolicy(num_drafts=1, cases=("c1", "c2")).propose(Journal(), 3, {})
+    # With one root slot (the floor on), a case takes it: the next step improves that root.
+    single = GreedyPolicy(num_drafts=1, cases=("c1",))
+    assert [p.operator for p in single.propose(Journal(), 3, {})] == [Operator.RECALL]
+    ran = Journal()
+    ran.add(replace(make_node("r1", operator=Operator.RECALL, metric=-1.0), hint="c1"))
+    assert [p.operator for p in single.propose(ran, 1, {})] == [Operator.IMPROVE]
+    mcts = MCTSPolicy(num_drafts=3, cases=("c1", "c2")).propose(Journal(), 3, {})
     assert [p.operator for p in mcts] == [Operator.RECALL, Operator.RECALL, Operator.DRAFT]
     assert [p.idea for p in mcts[:2]] == ["c1", "c2"]
+    assert [p.operator for p in MCTSPolicy(num_drafts=1, cases=("c1",)).propose(
+        Journal(), 2, {})] == [Operator.RECALL, Operator.DRAFT]  # nothing to expand yet
 
 
 def test_prompts_carry_the_case_and_the_fix() -> None:
@@ -134,11 +144,11 @@ def linear_data(path: Path, columns: list[str], target: str, seed: int) -> None:
 
 
 def search(tmp: Path, name: str, columns: list[str], target: str, replies: dict,
-           memory: Path) -> Path:
+           memory: Path, drafts: int = 1) -> Path:
     linear_data(tmp / f"{name}.csv", columns, target, seed=len(name))
     (tmp / f"{name}.json").write_text(json.dumps(replies))
     (tmp / f"{name}.yaml").write_text(
-        f"data: {name}.csv\ntarget: {target}\nllm: scripted:{name}.json\nnum_drafts: 1\n"
+        f"data: {name}.csv\ntarget: {target}\nllm: scripted:{name}.json\nnum_drafts: {drafts}\n"
         "debug_prob: 1.0\nmax_nodes: 7\nexecutors: 1\nbudget: 3m\nquiet: true\n"
         f"exec_timeout: 120\nfloor: false\nensemble: false\nmemory: {memory}\n")
     assert run_main(["--task", str(tmp / f"{name}.yaml"), "--out", str(tmp / name)]) == 0
@@ -162,7 +172,8 @@ def test_runs_remember_and_recall_across_tasks(tmp_path: Path, monkeypatch: pyte
         assert db.execute("SELECT COUNT(*) FROM cases WHERE gain > 0").fetchone()[0] >= 1
     # Another task (other columns): the first one's winning code is recalled and adapted.
     second = search(tmp_path, "second", ["p", "q", "r", "s"], "t",
-                    {"recall": [LINEAR], "draft": [LINEAR.replace("0.01", "0.5")]}, store)
+                    {"recall": [LINEAR], "draft": [LINEAR.replace("0.01", "0.5")]}, store,
+                    drafts=2)
     manifest = json.loads((second / "manifest.json").read_text())
     (recalled,) = manifest["memory"]["cases"]
     assert recalled["dataset"] == "first.csv" and manifest["memory"]["fixes"] == 1
@@ -173,6 +184,7 @@ def test_runs_remember_and_recall_across_tasks(tmp_path: Path, monkeypatch: pyte
     assert "model = Ridge(alpha=0.0" in recall.prompt.iloc[0]  # the first task's code
     measured = measure(second)  # what benchmarks.memory reports of a run
     assert (measured["recalls"], measured["recalls_ok"]) == (1, 1)
+    # Two root slots: the case takes one, a generated draft the other.
     assert measured["drafts"] == 2 and measured["first_beat"] is not None
     summary = (second / "summary.md").read_text()
     assert "## Memory" in summary and f"case {recalled['case_id']}" in summary
@@ -182,6 +194,10 @@ def test_runs_remember_and_recall_across_tasks(tmp_path: Path, monkeypatch: pyte
     assert memory["fingerprint"] == json.loads(
         (first / "manifest.json").read_text())["memory"]["fingerprint"]
     assert all(c["dataset"] != "first.csv" for c in memory["cases"])
+    # The same rows answered twice: benchmarks.memory's paired interval of the test gain.
+    interval = answer_gain_interval(first, again)
+    assert interval is not None and interval[0] <= interval[1] and max(map(abs, interval)) < 1
+    assert answer_gain_interval(first, second) is None  # other test rows: nothing to pair
     # The command line: show, and a rebuild from the run folders gives the same memory.
     capsys.readouterr()
     assert memory_main(["--memory", str(store), "show"]) == 0
@@ -212,6 +228,8 @@ def test_the_paired_table_counts_tasks_where_memory_helped() -> None:
                  arm([40.0, 90.0, 60.0], [0.9, 2.0, 3.5], 1))
     assert "sooner with memory on 2 of 3 tasks, later on 1" in text
     assert "better with memory on 1 of 3 tasks, worse on 1" in text  # rmse: lower is better
+    # No runs to resample here: no interval, and none counted beyond one.
+    assert "| 1 | 0.9 | n/a |" in text and "better on 0, worse on 0" in text
     assert "off 0/6 (0%;" in text and "on 3/6 (50%;" in text and "| never |" in text
 
 
