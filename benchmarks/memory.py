@@ -24,16 +24,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from benchmarks.stats import paired_bootstrap, share, sign_test
+from benchmarks.stats import paired_interval, share, sign_test
 from engine.runs import open_run
-from engine.scoring import read_submission, submission_metric
+from engine.scoring import read_submission
+from engine.select import resample_counts, resampled_scores
+from engine.store import RunStore
 from search.metric import METRICS
 from search.node import Operator
 
 LLM_WRITTEN = (Operator.DRAFT, Operator.RECALL, Operator.IMPROVE, Operator.DEBUG)
+INTERVAL_RESAMPLES = 2000  # of the test rows, for each task's interval of the answer's gain
 
 
 def measure(run_dir: Path) -> dict[str, Any]:
@@ -68,24 +70,18 @@ def answer_gain_interval(off_dir: Path, on_dir: Path) -> tuple[float, float] | N
     """95% paired bootstrap interval of the memory arm's test gain over the off arm's (the
     answers' kept test predictions, scored on the same resampled rows; positive is better);
     None when either answer's predictions are missing or the arms' test rows differ."""
-    off, on = open_run(off_dir), open_run(on_dir)
-    task = off.task()
+    off, on = RunStore.open(off_dir), RunStore.open(on_dir)
+    task = off.load_task()
     truth = task.test_y.reset_index(drop=True)
-    if not truth.equals(on.task().test_y.reset_index(drop=True)):
+    if not truth.equals(on.load_task().test_y.reset_index(drop=True)):
         return None
-    answers = [off.store.read_best("test"), on.store.read_best("test")]
+    answers = [off.read_best("test"), on.read_best("test")]
     if any(a is None for a in answers):
         return None
-    off_pred, on_pred = (read_submission(task, a, "test") for a in answers)
-    sign = 1.0 if task.metric.maximize else -1.0
-
-    def gain(rows: np.ndarray) -> float:
-        drawn = truth.iloc[rows].reset_index(drop=True)
-        scores = [submission_metric(task, p.iloc[rows].reset_index(drop=True), drawn)
-                  for p in (off_pred, on_pred)]
-        return sign * (scores[1] - scores[0])
-
-    return paired_bootstrap(gain, len(truth))
+    counts = resample_counts(len(truth), INTERVAL_RESAMPLES)
+    off_scores, on_scores = (
+        resampled_scores(task, read_submission(task, a, "test"), counts, truth) for a in answers)
+    return paired_interval(off_scores, on_scores, task.metric.maximize)
 
 
 def _or_never(value: Any) -> float:

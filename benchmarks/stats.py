@@ -4,7 +4,6 @@ bootstrap interval."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 
@@ -36,11 +35,9 @@ def sign_test(wins: int, losses: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def paired_bootstrap(difference: Callable[[np.ndarray], float], rows: int,
-                     resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile interval of `difference(rows drawn)`: the same rows, drawn with
-    replacement, score both arms of a paired comparison on one test set."""
-    rng = np.random.default_rng(seed)
-    draws = [difference(rng.integers(0, rows, rows)) for _ in range(resamples)]
-    low, high = np.quantile(draws, [0.025, 0.975])
+def paired_interval(off: np.ndarray, on: np.ndarray, maximize: bool) -> tuple[float, float]:
+    """95% percentile interval of the gain of `on` over `off` (positive is better), from their
+    raw scores on the same bootstrap resamples (engine.select.resampled_scores)."""
+    gains = (on - off) if maximize else (off - on)
+    low, high = np.quantile(gains, [0.025, 0.975])
     return float(low), float(high)

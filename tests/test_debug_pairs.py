@@ -22,8 +22,9 @@ from benchmarks.debug_pairs import (
     summary,
     table,
 )
-from benchmarks.stats import paired_bootstrap, share, sign_test, wilson
+from benchmarks.stats import paired_interval, share, sign_test, wilson
 from engine.run import main as run_main
+from engine.select import resample_counts
 from search.chat import ChatPrompt, Reply
 from tests.helpers import make_data
 
@@ -125,13 +126,18 @@ def test_statistics() -> None:
     assert low == pytest.approx(0.2366, abs=1e-3) and high == pytest.approx(0.7634, abs=1e-3)
     assert wilson(0, 0) == (0.0, 1.0)
     assert share(5, 10) == "5/10 (50%; 24%–76%)" and share(0, 0) == "0/0"
-    # Paired rows whose gain is 0.1 plus noise: the mean gain's interval holds 0.1 and not 0;
-    # with noise ten times wider it spans 0.
+    # Paired rows whose gain is 0.1 plus noise, scored as mean gains on the same bootstrap
+    # resamples: the interval holds 0.1 and not 0; with noise ten times wider it spans 0.
     rng = np.random.default_rng(1)
+    counts = resample_counts(400, 2000)
     for noise, spans_zero in ((0.2, False), (2.0, True)):
-        gain = 0.1 + noise * rng.normal(size=400)
-        low, high = paired_bootstrap(lambda rows, g=gain: float(np.mean(g[rows])), 400)
+        off = rng.normal(size=400)
+        on = off + 0.1 + noise * rng.normal(size=400)
+        low, high = paired_interval(counts @ off / 400, counts @ on / 400, maximize=True)
         assert low < 0.1 < high and (low < 0 < high) == spans_zero
+        # lower is better: the same scores read the other way round
+        assert paired_interval(counts @ on / 400, counts @ off / 400,
+                               maximize=False) == (low, high)
 
 
 def test_spread_takes_tasks_in_turn(runs: Path) -> None:
