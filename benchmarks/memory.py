@@ -13,14 +13,17 @@ construction: a task never retrieves its own cases, engine/memory.py). Per task 
   better): where it spans zero, that task's one seed cannot separate the arms.
 The totals give each share with its 95% Wilson interval and the tasks where the memory arm
 was faster or better, with an exact sign test: with one seed and six tasks, say so plainly
-where it cannot separate the arms.
+where it cannot separate the arms. With two seeds or more in both arms, a second table sets
+each task's memory gain (of the seeds' mean test scores) against how far each arm's own seeds
+lie apart, and pairs each arm's first and last seed like the two arms (an A/A pair): how often
+two runs of the same arm differ beyond the test-row interval says what that interval is worth
+as evidence about the memory.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -93,10 +96,19 @@ def _seconds(value: Any) -> str:
     return "never" if seconds == float("inf") else f"{seconds:.0f} s"
 
 
-def _interval(r: Mapping[Any, Any]) -> tuple[float, float] | None:
-    if pd.isna(r.get("run_dir_off")) or pd.isna(r.get("run_dir_on")):
+def _interval(first: Any, second: Any) -> tuple[float, float] | None:
+    if pd.isna(first) or pd.isna(second):
         return None
-    return answer_gain_interval(Path(str(r["run_dir_off"])), Path(str(r["run_dir_on"])))
+    return answer_gain_interval(Path(str(first)), Path(str(second)))
+
+
+def _shown(interval: tuple[float, float] | None) -> str:
+    return "n/a" if interval is None else f"{interval[0]:+.4g} to {interval[1]:+.4g}"
+
+
+def _gain(metric: str, before: float, after: float) -> float:
+    """after's test gain over before's: positive is better."""
+    return (after - before) if METRICS[metric].maximize else (before - after)
 
 
 def table(off: pd.DataFrame, on: pd.DataFrame) -> str:
@@ -106,18 +118,16 @@ def table(off: pd.DataFrame, on: pd.DataFrame) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     faster = slower = better = worse = surely_better = surely_worse = 0
     for r in paired.to_dict("records"):
-        interval = _interval(r)
+        interval = _interval(r.get("run_dir_off"), r.get("run_dir_on"))
         lines.append(
             f"| {r['task']} | {r['metric']} | {r['drafts_ok_off']}/{r['drafts_off']} | "
             f"{r['drafts_ok_on']}/{r['drafts_on']} ({r['recalls_ok_on']}/{r['recalls_on']}) | "
             f"{_seconds(r['first_beat_off'])} | {_seconds(r['first_beat_on'])} | "
-            f"{r['test_off']:.4g} | {r['test_on']:.4g} | "
-            + ("n/a |" if interval is None else f"{interval[0]:+.4g} to {interval[1]:+.4g} |"))
+            f"{r['test_off']:.4g} | {r['test_on']:.4g} | {_shown(interval)} |")
         a, b = _or_never(r["first_beat_off"]), _or_never(r["first_beat_on"])
         faster += b < a
         slower += b > a
-        sign = 1 if METRICS[str(r["metric"])].maximize else -1
-        gain = sign * (float(r["test_on"]) - float(r["test_off"]))
+        gain = _gain(str(r["metric"]), float(r["test_off"]), float(r["test_on"]))
         better += gain > 1e-12
         worse += gain < -1e-12
         surely_better += interval is not None and interval[0] > 0
@@ -136,7 +146,47 @@ def table(off: pd.DataFrame, on: pd.DataFrame) -> str:
         f"on {worse} (sign test p = {sign_test(better, worse):.2f}); beyond its 95% interval: "
         f"better on {surely_better}, worse on {surely_worse}",
     ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + run_to_run(off, on)
+
+
+def run_to_run(off: pd.DataFrame, on: pd.DataFrame) -> str:
+    """With two seeds or more in both arms, each task's memory gain of the seeds' mean test
+    scores against how far each arm's own seeds lie apart; and each arm's first seed against
+    its last (an A/A pair), with the same paired test-row interval as the table's. "" with
+    fewer seeds."""
+    lines = ["", "| task | test off, by seed | test on, by seed | gain of the means | "
+             "spread off | spread on | off, last seed against first, 95% | "
+             "on, last seed against first, 95% |", "|---|---|---|---|---|---|---|---|"]
+    tasks = better = worse = pairs = apart = 0
+    for task in sorted(set(off.task) & set(on.task)):
+        arms = [frame[frame.task == task].sort_values("seed") for frame in (off, on)]
+        if min(len(a) for a in arms) < 2:
+            continue
+        metric = str(arms[0].metric.iloc[0])
+        tests = [a.test.astype(float) for a in arms]
+        gain = _gain(metric, tests[0].mean(), tests[1].mean())
+        spread = [float(t.max() - t.min()) for t in tests]
+        same = [_interval(*(a.run_dir.iloc[[0, -1]] if "run_dir" in a else (None, None)))
+                for a in arms]
+        lines.append(
+            f"| {task} | {' / '.join(f'{t:.4g}' for t in tests[0])} | "
+            f"{' / '.join(f'{t:.4g}' for t in tests[1])} | {gain:+.4g} | {spread[0]:.4g} | "
+            f"{spread[1]:.4g} | {_shown(same[0])} | {_shown(same[1])} |")
+        tasks += 1
+        better += gain > max(spread)
+        worse += gain < -max(spread)
+        pairs += sum(i is not None for i in same)
+        apart += sum(i is not None and (i[0] > 0 or i[1] < 0) for i in same)
+    if not tasks:
+        return ""
+    return "\n".join([
+        *lines, "",
+        f"- the memory's gain of the mean test score beyond both arms' own seed-to-seed "
+        f"spread: better on {better} of {tasks} tasks, worse on {worse}",
+        f"- the same arm run twice (its last seed against its first): answers apart beyond "
+        f"the 95% test-row interval on {apart} of {pairs} pairs (that interval holds both "
+        f"answers fixed; it does not measure how far another run would land)",
+    ]) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

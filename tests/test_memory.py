@@ -231,6 +231,24 @@ def test_the_paired_table_counts_tasks_where_memory_helped() -> None:
     # No runs to resample here: no interval, and none counted beyond one.
     assert "| 1 | 0.9 | n/a |" in text and "better on 0, worse on 0" in text
     assert "off 0/6 (0%;" in text and "on 3/6 (50%;" in text and "| never |" in text
+    assert "spread off" not in text  # one seed: no run-to-run table
+
+
+def test_two_seeds_set_the_memory_gain_against_each_arms_own_spread() -> None:
+    def arm(tests: dict[str, list[float]]) -> pd.DataFrame:
+        return pd.DataFrame([{"task": task, "seed": seed, "metric": "rmse", "test": test,
+                              "drafts_ok": 1, "drafts": 1, "recalls_ok": 0, "recalls": 0,
+                              "first_beat": None}
+                             for task, by_seed in tests.items()
+                             for seed, test in enumerate(by_seed)])
+    text = table(arm({"a": [1.0, 1.2], "b": [2.0, 2.5], "c": [1.0]}),
+                 arm({"a": [0.8, 0.9], "b": [2.6, 2.3], "c": [0.5]}))
+    # a: means 1.1 -> 0.85 (rmse: +0.25) beyond spreads 0.2 and 0.1; b: 2.25 -> 2.45 (-0.2)
+    # within the off arm's 0.5; c has one seed and is left out.
+    assert "| a | 1 / 1.2 | 0.8 / 0.9 | +0.25 | 0.2 | 0.1 | n/a | n/a |" in text
+    assert "| b | 2 / 2.5 | 2.6 / 2.3 | -0.2 | 0.5 | 0.3 |" in text and "| c | 1 / " not in text
+    assert "better on 1 of 2 tasks, worse on 0" in text
+    assert "interval on 0 of 0 pairs" in text
 
 
 def test_code_that_names_its_tasks_columns_is_no_case() -> None:
