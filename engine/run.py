@@ -465,7 +465,6 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
     store.update_manifest(spent=spent, result=facts, selection=selection, memory=memory_record)
     facts["request_warnings"] = manifest.get("request_warnings", [])
     facts["selection"] = selection
-    facts["best_valid_cross_fitted"] = selection.get("cross_fitted_raw")  # kept under selection
     summary = write_summary(store.root, task, journal, all_tests, facts)
     try:
         write_outputs(store.root)

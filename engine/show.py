@@ -46,7 +46,7 @@ def show(run: Path, console: Console, *, nodes: bool = False) -> None:
     loaded = open_run(run)
     store, manifest, tests, journal = loaded.store, loaded.manifest, loaded.tests, loaded.journal
     facts = summary_facts(journal, tests, dict(manifest.get("spent", {})))
-    facts["best_valid_cross_fitted"] = manifest.get("selection", {}).get("cross_fitted_raw")
+    facts["selection"] = manifest.get("selection", {})
     metric = str(manifest.get("metric", ""))
     spec = METRICS.get(metric)
 

@@ -184,7 +184,7 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
 
 def _cross_fitted(facts: dict[str, Any]) -> str:
     """An ensemble answer's valid score scored the weights it chose: its honest twin."""
-    cross = facts.get("best_valid_cross_fitted")
+    cross = (facts.get("selection") or {}).get("cross_fitted_raw")
     if cross is None:
         return ""
     return (f"; its weights were selected on these same rows: cross-fitted, each fold "

@@ -162,7 +162,7 @@ def test_an_ensemble_answer_is_also_scored_cross_fitted(task: PreparedTask) -> N
         assert cross_fitted_score(task, blend, files.get, truth, groups) == pytest.approx(0.8)
     missing = replace(blend, hint="good,gone")
     assert cross_fitted_score(task, missing, files.get, truth, np.arange(len(truth)) % 5) is None
-    facts = {"best_valid": 0.8, "best_valid_cross_fitted": 0.79}
+    facts = {"best_valid": 0.8, "selection": {"cross_fitted_raw": 0.79}}  # as the manifest keeps it
     journal = Journal([journal.get("base"), journal.get("good"), blend])
     apply_selection(journal, {"selection": {"winner": "blend"}})
     rows = dict(overview(journal, facts, target="y", task_type="binary", metric="accuracy",
