@@ -113,14 +113,15 @@ def _gain(metric: str, before: float, after: float) -> float:
 
 def table(off: pd.DataFrame, on: pd.DataFrame) -> str:
     paired = off.merge(on, on=["task", "seed", "metric"], suffixes=("_off", "_on"))
-    lines = ["| task | metric | drafts ok, off | drafts ok, on (recall) | first beat, off | "
+    lines = ["| task | seed | metric | drafts ok, off | drafts ok, on (recall) | first beat, off | "
              "first beat, on | test, off | test, on | test gain with memory, 95% |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|"]
     faster = slower = better = worse = surely_better = surely_worse = 0
     for r in paired.to_dict("records"):
         interval = _interval(r.get("run_dir_off"), r.get("run_dir_on"))
         lines.append(
-            f"| {r['task']} | {r['metric']} | {r['drafts_ok_off']}/{r['drafts_off']} | "
+            f"| {r['task']} | {r['seed']} | {r['metric']} | "
+            f"{r['drafts_ok_off']}/{r['drafts_off']} | "
             f"{r['drafts_ok_on']}/{r['drafts_on']} ({r['recalls_ok_on']}/{r['recalls_on']}) | "
             f"{_seconds(r['first_beat_off'])} | {_seconds(r['first_beat_on'])} | "
             f"{r['test_off']:.4g} | {r['test_on']:.4g} | {_shown(interval)} |")
