@@ -108,7 +108,8 @@ def _shown(interval: tuple[float, float] | None) -> str:
 
 def _gain(metric: str, before: float, after: float) -> float:
     """after's test gain over before's: positive is better."""
-    return (after - before) if METRICS[metric].maximize else (before - after)
+    spec = METRICS[metric]
+    return spec.normalise(after) - spec.normalise(before)
 
 
 def table(off: pd.DataFrame, on: pd.DataFrame) -> str:
@@ -118,7 +119,7 @@ def table(off: pd.DataFrame, on: pd.DataFrame) -> str:
              "|---|---|---|---|---|---|---|---|---|---|"]
     faster = slower = better = worse = surely_better = surely_worse = 0
     for r in paired.to_dict("records"):
-        interval = _interval(r.get("run_dir_off"), r.get("run_dir_on"))
+        interval = _interval(r["run_dir_off"], r["run_dir_on"])
         lines.append(
             f"| {r['task']} | {r['seed']} | {r['metric']} | "
             f"{r['drafts_ok_off']}/{r['drafts_off']} | "
@@ -167,8 +168,7 @@ def run_to_run(off: pd.DataFrame, on: pd.DataFrame) -> str:
         tests = [a.test.astype(float) for a in arms]
         gain = _gain(metric, tests[0].mean(), tests[1].mean())
         spread = [float(t.max() - t.min()) for t in tests]
-        same = [_interval(*(a.run_dir.iloc[[0, -1]] if "run_dir" in a else (None, None)))
-                for a in arms]
+        same = [_interval(a.run_dir.iloc[0], a.run_dir.iloc[-1]) for a in arms]
         lines.append(
             f"| {task} | {' / '.join(f'{t:.4g}' for t in tests[0])} | "
             f"{' / '.join(f'{t:.4g}' for t in tests[1])} | {gain:+.4g} | {spread[0]:.4g} | "

@@ -223,7 +223,7 @@ def test_the_paired_table_counts_tasks_where_memory_helped() -> None:
     def arm(first_beat: list[float | None], tests: list[float], ok: int) -> pd.DataFrame:
         return pd.DataFrame({"task": ["a", "b", "c"], "seed": 0, "metric": "rmse",
                              "test": tests, "drafts_ok": ok, "drafts": 2, "recalls_ok": ok,
-                             "recalls": 1, "first_beat": first_beat})
+                             "recalls": 1, "first_beat": first_beat, "run_dir": None})
     text = table(arm([100.0, None, 50.0], [1.0, 2.0, 3.0], 0),
                  arm([40.0, 90.0, 60.0], [0.9, 2.0, 3.5], 1))
     assert "sooner with memory on 2 of 3 tasks, later on 1" in text
@@ -238,7 +238,7 @@ def test_two_seeds_set_the_memory_gain_against_each_arms_own_spread() -> None:
     def arm(tests: dict[str, list[float]]) -> pd.DataFrame:
         return pd.DataFrame([{"task": task, "seed": seed, "metric": "rmse", "test": test,
                               "drafts_ok": 1, "drafts": 1, "recalls_ok": 0, "recalls": 0,
-                              "first_beat": None}
+                              "first_beat": None, "run_dir": None}
                              for task, by_seed in tests.items()
                              for seed, test in enumerate(by_seed)])
     text = table(arm({"a": [1.0, 1.2], "b": [2.0, 2.5], "c": [1.0]}),
