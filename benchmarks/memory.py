@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,9 @@ from engine.runs import open_run
 from engine.scoring import read_submission
 from engine.select import resample_counts, resampled_scores
 from engine.store import RunStore
+from operators.memory import AS_STORED
 from search.metric import METRICS
-from search.node import Operator
+from search.node import Node, Operator
 
 LLM_WRITTEN = (Operator.DRAFT, Operator.RECALL, Operator.IMPROVE, Operator.DEBUG)
 INTERVAL_RESAMPLES = 2000  # of the test rows, for each task's interval of the answer's gain
@@ -49,13 +51,24 @@ def measure(run_dir: Path) -> dict[str, Any]:
     start = min((n.created_at for n in nodes if n.created_at), default=0.0)
     drafts = [n for n in run.journal.draft_nodes if n.code and (n.exec_seconds > 0 or n.is_ok)]
     recalls = [n for n in drafts if n.operator is Operator.RECALL]
+    stored = [n for n in recalls if as_stored(n)]
     base = next((n for n in nodes if n.operator is Operator.BASELINE and n.is_ok), None)
     beaten = [n.finished_at - start for n in nodes
-              if n.operator in LLM_WRITTEN and n.is_ok and base is not None
+              if n.operator in LLM_WRITTEN and not as_stored(n) and n.is_ok and base is not None
               and base.metric is not None and (n.metric or 0.0) > base.metric]
-    return {"drafts_ok": sum(n.is_ok for n in drafts), "drafts": len(drafts),
-            "recalls_ok": sum(n.is_ok for n in recalls), "recalls": len(recalls),
+    # A recall run as stored counts as a draft whose reply did not run: the LLM wrote none of
+    # what ran.
+    return {"drafts_ok": sum(n.is_ok and not as_stored(n) for n in drafts),
+            "drafts": len(drafts),
+            "recalls_ok": sum(n.is_ok and not as_stored(n) for n in recalls),
+            "recalls": len(recalls), "stored": len(stored),
+            "stored_ok": sum(n.is_ok for n in stored),
             "first_beat": min(beaten) if beaten else None}
+
+
+def as_stored(node: Node) -> bool:
+    """A recall whose reply was set aside: the case ran as stored (engine/step.py)."""
+    return node.operator is Operator.RECALL and node.plan.startswith(AS_STORED)
 
 
 def arm(folder: Path) -> pd.DataFrame:
@@ -112,6 +125,10 @@ def _gain(metric: str, before: float, after: float) -> float:
     return spec.normalise(after) - spec.normalise(before)
 
 
+def _stored(row: Mapping[Hashable, Any]) -> str:
+    return f", {row['stored_on']} as stored" if row.get("stored_on") else ""
+
+
 def table(off: pd.DataFrame, on: pd.DataFrame) -> str:
     paired = off.merge(on, on=["task", "seed", "metric"], suffixes=("_off", "_on"))
     lines = ["| task | seed | metric | drafts ok, off | drafts ok, on (recall) | first beat, off | "
@@ -123,7 +140,8 @@ def table(off: pd.DataFrame, on: pd.DataFrame) -> str:
         lines.append(
             f"| {r['task']} | {r['seed']} | {r['metric']} | "
             f"{r['drafts_ok_off']}/{r['drafts_off']} | "
-            f"{r['drafts_ok_on']}/{r['drafts_on']} ({r['recalls_ok_on']}/{r['recalls_on']}) | "
+            f"{r['drafts_ok_on']}/{r['drafts_on']} ({r['recalls_ok_on']}/{r['recalls_on']}"
+            f"{_stored(r)}) | "
             f"{_seconds(r['first_beat_off'])} | {_seconds(r['first_beat_on'])} | "
             f"{r['test_off']:.4g} | {r['test_on']:.4g} | {_shown(interval)} |")
         a, b = _or_never(r["first_beat_off"]), _or_never(r["first_beat_on"])
@@ -141,6 +159,10 @@ def table(off: pd.DataFrame, on: pd.DataFrame) -> str:
         "",
         f"- drafts that ran without a debug step: off {off_share}; on {on_share} (recall "
         f"drafts alone: {recall_share})",
+        f"- recalls whose reply replaced the case's model or had no code, the case run as "
+        f"stored instead (counted above as drafts that did not run): "
+        f"{int(paired.stored_on.sum())} of {int(paired.recalls_on.sum())}; ran ok "
+        f"{int(paired.stored_ok_on.sum())}",
         f"- first LLM-written node beating the baseline root: sooner with memory on {faster} "
         f"of {len(paired)} tasks, later on {slower} (sign test p = "
         f"{sign_test(faster, slower):.2f})",

@@ -11,6 +11,8 @@ Per operator:
 - draft, improve, debug, sela: [a reflection first: --reflect, debug and improve only] -> code
   -> [one repair re-ask when the reply has no usable code] -> duplicate check -> execution ->
   scored in the driver on hidden labels.
+- recall (--memory): the LLM adapts a retrieved case -> code, or, when the reply has no
+  usable code or replaced the case's model, the case's own code (no re-ask) -> as draft.
 - insights: ideas -> [one repair re-ask] -> done; nothing runs.
 - analyze: an exploration script -> [one repair re-ask] -> execution with a shorter cap; what
   it prints is its result.
@@ -48,12 +50,14 @@ from operators.context import TaskContext
 from operators.flags import implementation_flags
 from operators.harness import assemble, baseline_code, ensemble_code, model_part
 from operators.measure import Measurements, split_measurements
+from operators.memory import AS_STORED, replaced_model
 from operators.models import model_code
 from operators.params import read_params, with_params
 from operators.prompts import (
     INSIGHTS_ASK,
     build_prompt,
     improve_change,
+    recalled_case,
     reflect_prompt,
     repair_prompt,
 )
@@ -355,6 +359,9 @@ class Step:
         else:
             parsed = parse_reply(reply.text, self.search.ctx)
         self.plan = parsed.plan or self.plan
+        if self.operator is Operator.RECALL and self._recall_as_stored(parsed.code,
+                                                                       parsed.problem):
+            return
         if parsed.problem and self._repair(reply.text, parsed.problem):
             return
         self.code = parsed.code
@@ -370,6 +377,21 @@ class Step:
                          error=f"duplicate of node {twin}: identical code, not run again")
             return
         self._queue(self.code, (0,))
+
+    def _recall_as_stored(self, code: str, problem: str) -> bool:
+        """Run the recalled case itself when the reply is no recall of it: no usable code, or
+        its model replaced (operators/memory.py). Its code names no column, so it runs here;
+        asking again would spend another LLM call on what the case already is."""
+        ctx = self.search.ctx
+        case = recalled_case(ctx, self.proposal)
+        why = (f"the reply had no usable code ({problem[:120]})" if problem
+               else replaced_model(case.code, model_part(code)))
+        if not why:
+            return False
+        self.plan = f"{AS_STORED}: {why}"
+        self.code = assemble(ctx, case.code)
+        self._queue(self.code, (0,))
+        return True
 
     def _on_insights(self, text: str) -> None:
         """An insights reply is ideas, not code: nothing runs. The node is `ok` with the ideas

@@ -15,6 +15,7 @@ from typing import Any
 from engine.task import PreparedTask
 from operators.analyst import analysis_findings
 from operators.flags import READS_OUTSIDE_INPUT, outside_reads
+from operators.memory import AS_STORED
 from search.journal import Journal
 from search.node import Node, Operator
 
@@ -206,8 +207,8 @@ def analysis_section(journal: Journal) -> list[str]:
 
 
 def memory_section(journal: Journal, record: dict[str, Any], metric: str) -> list[str]:
-    """--memory: the cases retrieved, how each recall draft that adapted one did, and what
-    the run added."""
+    """--memory: the cases retrieved, how each recall draft that adapted one did (or the case
+    itself, run as stored when the reply was no recall of it), and what the run added."""
     if not record or record.get("store") in (None, "off"):
         return []
     base = next((n for n in journal if n.operator is Operator.BASELINE and n.is_ok), None)
@@ -224,6 +225,8 @@ def memory_section(journal: Journal, record: dict[str, Any], metric: str) -> lis
             beat = (" (beats the baseline)" if base is not None and base.metric is not None
                     and (node.metric or 0.0) > base.metric else "")
             outcome = f"recall {node.node_id} ok, valid {metric} {_fmt(node.metric_raw)}{beat}"
+        if node is not None and node.plan.startswith(AS_STORED):
+            outcome += f" ({node.plan[:120]})"
         lines.append(f"- case {case['case_id']}: {case['operator']} code of {case['dataset']} "
                      f"(gain {case['gain']:+.3f} there): {outcome}")
     if not record.get("cases"):

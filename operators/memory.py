@@ -7,10 +7,15 @@ A case is retrieved for a task only from *other* tasks (another fingerprint): a 
 retrieves itself, so a benchmark that built its memory on the same datasets is
 leave-one-task-out by construction, and nothing here ever reads a label of the task at hand
 beyond its training rows' meta-features.
+
+A recall step asks the LLM to adapt a case and keep its model. A reply that replaces the
+case's model, or has no usable code, is not a recall of it: the case runs as stored instead
+(its code names none of its task's columns, engine/memory.py, so it runs on this task's).
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import math
 import re
@@ -148,3 +153,52 @@ def shortened(code: str, limit: int = 60) -> str:
     """At most `limit` lines of a case's code (the prompt stays short)."""
     lines = code.strip().splitlines()
     return "\n".join(lines[:limit] + (["# ..."] if len(lines) > limit else []))
+
+
+# Where a case's model comes from: a class called in its code, imported from one of these.
+MODEL_LIBRARIES = frozenset({"sklearn", "lightgbm", "xgboost", "catboost"})
+AS_STORED = "the recalled case as stored"  # a recall node's plan starts so when it ran that
+
+
+def model_classes(code: str) -> frozenset[str]:
+    """The classes of the model libraries that `code` calls (`ExtraTreesClassifier(...)`,
+    `lgb.LGBMRegressor(...)`): its model and the steps of its pipeline. Empty for code that
+    does not parse."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return frozenset()
+    imported: set[str] = set()  # class names from `from sklearn.x import Name`
+    modules: set[str] = set()  # aliases from `import lightgbm as lgb`
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.split(".")[0] in MODEL_LIBRARIES:
+                imported.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            modules.update(a.asname or a.name for a in node.names
+                           if a.name.split(".")[0] in MODEL_LIBRARIES)
+    called: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in imported:
+            called.add(func.id)
+        elif (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+              and func.value.id in modules):
+            called.add(func.attr)
+    return frozenset(c for c in called if c[:1].isupper())
+
+
+def replaced_model(case_code: str, code: str) -> str:
+    """Why `code` is no recall of the case whose code is `case_code`: the case's model
+    classes it no longer calls ("" when it calls them all). Of 12 recall replies of the 1.5B
+    model (benchmarks/results/memory-2026-11-26b), 5 replaced the case's model although asked
+    to keep it: one of those did not run, one scored AUC 0.56 against the baseline root's
+    0.77 (the case, an extra-trees model, scored 0.81 on that task at the other seed)."""
+    lost = sorted(model_classes(case_code) - model_classes(code))
+    if not lost:
+        return ""
+    new = sorted(model_classes(code) - model_classes(case_code))
+    return (f"the reply replaced its {', '.join(lost)}"
+            + (f" with {', '.join(new)}" if new else ""))

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.memory import answer_gain_interval, measure, table
+from benchmarks.memory import answer_gain_interval, as_stored, measure, table
 from engine.memory import (
     ENV,
     Memory,
@@ -28,11 +28,14 @@ from engine.memory import main as memory_main
 from engine.run import main as run_main
 from operators.context import TaskContext
 from operators.memory import (
+    AS_STORED,
     Case,
     Fix,
     meta_features,
+    model_classes,
     nearest_cases,
     nearest_fix,
+    replaced_model,
     task_fingerprint,
 )
 from operators.prompts import build_prompt
@@ -63,6 +66,22 @@ def test_a_task_never_retrieves_itself_and_the_nearest_task_comes_first() -> Non
     assert [c.case_id for c in nearest_cases(META, "me", "multiclass", cases,
                                              needs_proba=True)] == ["classifier"]
     assert [c.case_id for c in nearest_cases(META, "me", "binary", cases)] == ["labels"]
+
+
+def test_a_reply_replaced_the_cases_model_when_it_no_longer_calls_its_classes() -> None:
+    case_code = ("import lightgbm as lgb\nfrom sklearn.preprocessing import StandardScaler\n"
+                 "import pandas as pd\n"
+                 "model = lgb.LGBMClassifier(**PARAMS)\nscale = StandardScaler()\n"
+                 "frame = pd.DataFrame(X)\n")
+    assert model_classes(case_code) == {"LGBMClassifier", "StandardScaler"}  # not pandas'
+    kept = case_code.replace("pd.DataFrame(X)", "X") + "from sklearn.impute import SimpleImputer\n"
+    assert replaced_model(case_code, kept + "imputer = SimpleImputer()\n") == ""
+    swapped = ("from sklearn.linear_model import LogisticRegression as LR\n"
+               "from sklearn.preprocessing import StandardScaler\n"
+               "model = LR(C=0.5)\nscale = StandardScaler()\n")
+    assert replaced_model(case_code, swapped) == "the reply replaced its LGBMClassifier with LR"
+    assert replaced_model(case_code, "def broken(:") == (
+        "the reply replaced its LGBMClassifier, StandardScaler")
 
 
 def test_the_fingerprint_ignores_rows_and_column_order() -> None:
@@ -220,25 +239,33 @@ def test_memory_off_and_a_bad_store_say_so(tmp_path: Path,
 
 
 def test_the_paired_table_counts_tasks_where_memory_helped() -> None:
-    def arm(first_beat: list[float | None], tests: list[float], ok: int) -> pd.DataFrame:
+    def arm(first_beat: list[float | None], tests: list[float], ok: int,
+            stored: list[int]) -> pd.DataFrame:
         return pd.DataFrame({"task": ["a", "b", "c"], "seed": 0, "metric": "rmse",
                              "test": tests, "drafts_ok": ok, "drafts": 2, "recalls_ok": ok,
-                             "recalls": 1, "first_beat": first_beat, "run_dir": None})
-    text = table(arm([100.0, None, 50.0], [1.0, 2.0, 3.0], 0),
-                 arm([40.0, 90.0, 60.0], [0.9, 2.0, 3.5], 1))
+                             "recalls": 1, "stored": stored, "stored_ok": stored,
+                             "first_beat": first_beat, "run_dir": None})
+    text = table(arm([100.0, None, 50.0], [1.0, 2.0, 3.0], 0, [0, 0, 0]),
+                 arm([40.0, 90.0, 60.0], [0.9, 2.0, 3.5], 1, [0, 0, 1]))
     assert "sooner with memory on 2 of 3 tasks, later on 1" in text
     assert "better with memory on 1 of 3 tasks, worse on 1" in text  # rmse: lower is better
     # No runs to resample here: no interval, and none counted beyond one.
     assert "| 1 | 0.9 | n/a |" in text and "better on 0, worse on 0" in text
     assert "off 0/6 (0%;" in text and "on 3/6 (50%;" in text and "| never |" in text
     assert "spread off" not in text  # one seed: no run-to-run table
+    assert "| 1/2 (1/1, 1 as stored) |" in text and "| 1/2 (1/1) |" in text
+    assert "the case run as stored instead (counted above as drafts that did not run): 1 of 3" \
+        in text
+    reply_set_aside = make_node("r", operator=Operator.RECALL, metric=-1.0)
+    assert not as_stored(reply_set_aside)
+    assert as_stored(replace(reply_set_aside, plan=f"{AS_STORED}: the reply replaced its Ridge"))
 
 
 def test_two_seeds_set_the_memory_gain_against_each_arms_own_spread() -> None:
     def arm(tests: dict[str, list[float]]) -> pd.DataFrame:
         return pd.DataFrame([{"task": task, "seed": seed, "metric": "rmse", "test": test,
                               "drafts_ok": 1, "drafts": 1, "recalls_ok": 0, "recalls": 0,
-                              "first_beat": None, "run_dir": None}
+                              "stored": 0, "stored_ok": 0, "first_beat": None, "run_dir": None}
                              for task, by_seed in tests.items()
                              for seed, test in enumerate(by_seed)])
     text = table(arm({"a": [1.0, 1.2], "b": [2.0, 2.5], "c": [1.0]}),

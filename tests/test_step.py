@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +22,8 @@ from engine.step import (
 )
 from engine.task import PreparedTask, TaskSpec, prepare_task
 from operators.context import TaskContext
+from operators.harness import model_part
+from operators.memory import AS_STORED, Case
 from sandbox import ExecResult
 from search.chat import Reply
 from search.journal import Journal
@@ -107,6 +110,36 @@ def test_a_second_reply_without_code_is_buggy_without_running(task: PreparedTask
     done = step.next()
     assert isinstance(done, Done) and done.node.status is Status.BUGGY
     assert done.predictions is None and "does not parse" in done.node.error
+
+
+TREES = ("from sklearn.ensemble import ExtraTreesRegressor\n\n"
+         "PARAMS = {'n_estimators': 50}\n\n\n"
+         "def fit_predict(X, y, X_valid, X_test):\n"
+         "    X, X_valid, X_test = prepare(X, X_valid, X_test)\n"
+         "    model = ExtraTreesRegressor(**PARAMS, random_state=0)\n"
+         "    model.fit(X, y)\n"
+         "    return model.predict(X_valid), model.predict(X_test)\n")
+
+
+@pytest.mark.parametrize(("answer", "as_stored"), [
+    (f"Kept.\n```python\n{TREES.replace('50', '80')}```\n", ""),
+    (GOOD, "the reply replaced its ExtraTreesRegressor with Ridge"),
+    ("no code at all", "the reply had no usable code"),
+])
+def test_a_recall_that_drops_the_cases_model_runs_the_case_as_stored(
+        task: PreparedTask, answer: str, as_stored: str) -> None:
+    remembered = Case("c1", "other", "other.csv", "regression", {}, "tune", "rmse", 0.2, TREES)
+    search = context(task)
+    search.ctx = replace(search.ctx, cases=(remembered,))
+    step = Step(Proposal(Operator.RECALL, idea="c1"), search)
+    assert isinstance(step.next(), Generate)
+    step.on_reply(reply(answer))
+    run = step.next()  # never a re-ask: the case is runnable code already
+    assert isinstance(run, Execute) and run.folds == (0,)
+    assert ("'n_estimators': 80" in run.code) == (not as_stored)
+    assert step.plan.startswith(f"{AS_STORED}: {as_stored}") == bool(as_stored)
+    if as_stored:
+        assert model_part(run.code).strip() == TREES.strip() and step.reply == answer
 
 
 def test_reflection_comes_first_and_lands_in_the_code_prompt(task: PreparedTask) -> None:
