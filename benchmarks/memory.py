@@ -35,9 +35,9 @@ from engine.runs import open_run
 from engine.scoring import read_submission
 from engine.select import resample_counts, resampled_scores
 from engine.store import RunStore
-from operators.memory import AS_STORED
+from operators.memory import as_stored
 from search.metric import METRICS
-from search.node import Node, Operator
+from search.node import Operator
 
 LLM_WRITTEN = (Operator.DRAFT, Operator.RECALL, Operator.IMPROVE, Operator.DEBUG)
 INTERVAL_RESAMPLES = 2000  # of the test rows, for each task's interval of the answer's gain
@@ -64,11 +64,6 @@ def measure(run_dir: Path) -> dict[str, Any]:
             "recalls": len(recalls), "stored": len(stored),
             "stored_ok": sum(n.is_ok for n in stored),
             "first_beat": min(beaten) if beaten else None}
-
-
-def as_stored(node: Node) -> bool:
-    """A recall whose reply was set aside: the case ran as stored (engine/step.py)."""
-    return node.operator is Operator.RECALL and node.plan.startswith(AS_STORED)
 
 
 def arm(folder: Path) -> pd.DataFrame:

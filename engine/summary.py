@@ -15,7 +15,7 @@ from typing import Any
 from engine.task import PreparedTask
 from operators.analyst import analysis_findings
 from operators.flags import READS_OUTSIDE_INPUT, outside_reads
-from operators.memory import AS_STORED
+from operators.memory import as_stored
 from search.journal import Journal
 from search.node import Node, Operator
 
@@ -225,7 +225,7 @@ def memory_section(journal: Journal, record: dict[str, Any], metric: str) -> lis
             beat = (" (beats the baseline)" if base is not None and base.metric is not None
                     and (node.metric or 0.0) > base.metric else "")
             outcome = f"recall {node.node_id} ok, valid {metric} {_fmt(node.metric_raw)}{beat}"
-        if node is not None and node.plan.startswith(AS_STORED):
+        if node is not None and as_stored(node):
             outcome += f" ({node.plan[:120]})"
         lines.append(f"- case {case['case_id']}: {case['operator']} code of {case['dataset']} "
                      f"(gain {case['gain']:+.3f} there): {outcome}")

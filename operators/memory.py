@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from search.metric import METRICS
+from search.node import Node, Operator
 
 # Meta-features, each mapped to a comparable scale (logs, shares) for the distance.
 META_KEYS = ("log_rows", "log_columns", "numeric_share", "text_share", "missing_share",
@@ -158,6 +159,11 @@ def shortened(code: str, limit: int = 60) -> str:
 # Where a case's model comes from: a class called in its code, imported from one of these.
 MODEL_LIBRARIES = frozenset({"sklearn", "lightgbm", "xgboost", "catboost"})
 AS_STORED = "the recalled case as stored"  # a recall node's plan starts so when it ran that
+
+
+def as_stored(node: Node) -> bool:
+    """A recall whose reply was set aside: the case ran as stored (engine/step.py)."""
+    return node.operator is Operator.RECALL and node.plan.startswith(AS_STORED)
 
 
 def model_classes(code: str) -> frozenset[str]:

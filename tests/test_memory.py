@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.memory import answer_gain_interval, as_stored, measure, table
+from benchmarks.memory import answer_gain_interval, measure, table
 from engine.memory import (
     ENV,
     Memory,
@@ -31,6 +31,7 @@ from operators.memory import (
     AS_STORED,
     Case,
     Fix,
+    as_stored,
     meta_features,
     model_classes,
     nearest_cases,
