@@ -6,6 +6,8 @@ Each arm is a `benchmarks.run` output folder (results.parquet and its runs) of t
 and seeds, one made with `--memory off`, one with a memory (leave-one-task-out by
 construction: a task never retrieves its own cases, engine/memory.py). Per task and arm:
 - drafts (generated and recall roots) that ran ok without a debug step, of those that ran;
+  a retrieved case run as stored (engine-run, search/floor.py) is no draft and no
+  LLM-written node, and is counted on its own;
 - seconds until the first LLM-written node (draft, recall, improve, debug) beat the baseline
   root's valid score, from the run's start;
 - the answer's test score, and the 95% paired bootstrap interval of its gain with the memory
@@ -35,34 +37,44 @@ from engine.runs import open_run
 from engine.scoring import read_submission
 from engine.select import resample_counts, resampled_scores
 from engine.store import RunStore
-from operators.memory import as_stored
+from operators.harness import model_part
+from operators.memory import as_stored, replaced_model
 from search.metric import METRICS
-from search.node import Operator
+from search.node import Node, Operator
 
 LLM_WRITTEN = (Operator.DRAFT, Operator.RECALL, Operator.IMPROVE, Operator.DEBUG)
 INTERVAL_RESAMPLES = 2000  # of the test rows, for each task's interval of the answer's gain
 
 
 def measure(run_dir: Path) -> dict[str, Any]:
-    """One run's draft success and time to the first LLM-written node that beat the
-    baseline root."""
+    """One run's draft success, its cases run as stored, and time to the first LLM-written
+    node that beat the baseline root."""
     run = open_run(run_dir)
     nodes = list(run.journal)
     start = min((n.created_at for n in nodes if n.created_at), default=0.0)
     drafts = [n for n in run.journal.draft_nodes if n.code and (n.exec_seconds > 0 or n.is_ok)]
     recalls = [n for n in drafts if n.operator is Operator.RECALL]
-    stored = [n for n in recalls if as_stored(n)]
+    stored = [n for n in nodes if as_stored(n)]
+    cases = {n.hint: model_part(n.code) for n in stored if n.operator is Operator.CASE}
+    replaced = [n for n in recalls
+                if n.hint in cases and replaced_model(cases[n.hint], model_part(n.code))]
     base = next((n for n in nodes if n.operator is Operator.BASELINE and n.is_ok), None)
+
+    def beats(node: Node) -> bool:
+        return (node.is_ok and base is not None and base.metric is not None
+                and (node.metric or 0.0) > base.metric)
+
     beaten = [n.finished_at - start for n in nodes
-              if n.operator in LLM_WRITTEN and not as_stored(n) and n.is_ok and base is not None
-              and base.metric is not None and (n.metric or 0.0) > base.metric]
-    # A recall run as stored counts as a draft whose reply did not run: the LLM wrote none of
-    # what ran.
+              if n.operator in LLM_WRITTEN and not as_stored(n) and beats(n)]
+    # An older run's recall whose reply was set aside for the case as stored counts as a
+    # draft whose reply did not run: the LLM wrote none of what ran.
     return {"drafts_ok": sum(n.is_ok and not as_stored(n) for n in drafts),
             "drafts": len(drafts),
             "recalls_ok": sum(n.is_ok and not as_stored(n) for n in recalls),
-            "recalls": len(recalls), "stored": len(stored),
-            "stored_ok": sum(n.is_ok for n in stored),
+            "recalls": len(recalls),
+            "replaced": len(replaced), "replaced_ok": sum(n.is_ok for n in replaced),
+            "stored": len(stored), "stored_ok": sum(n.is_ok for n in stored),
+            "stored_beat": sum(beats(n) for n in stored),
             "first_beat": min(beaten) if beaten else None}
 
 
@@ -121,7 +133,8 @@ def _gain(metric: str, before: float, after: float) -> float:
 
 
 def _stored(row: Mapping[Hashable, Any]) -> str:
-    return f", {row['stored_on']} as stored" if row.get("stored_on") else ""
+    return (f"; as stored {row['stored_ok_on']}/{row['stored_on']}" if row.get("stored_on")
+            else "")
 
 
 def table(off: pd.DataFrame, on: pd.DataFrame) -> str:
@@ -154,10 +167,12 @@ def table(off: pd.DataFrame, on: pd.DataFrame) -> str:
         "",
         f"- drafts that ran without a debug step: off {off_share}; on {on_share} (recall "
         f"drafts alone: {recall_share})",
-        f"- recalls whose reply replaced the case's model or had no code, the case run as "
-        f"stored instead (counted above as drafts that did not run): "
-        f"{int(paired.stored_on.sum())} of {int(paired.recalls_on.sum())}; ran ok "
-        f"{int(paired.stored_ok_on.sum())}",
+        f"- recall replies that replaced the case's model (counted above as they ran): "
+        f"{int(paired.replaced_on.sum())} of {int(paired.recalls_on.sum())}; ran ok "
+        f"{int(paired.replaced_ok_on.sum())}",
+        f"- cases run as stored (engine-run, not drafts): {int(paired.stored_on.sum())}; ran "
+        f"ok {int(paired.stored_ok_on.sum())}, beat the baseline root "
+        f"{int(paired.stored_beat_on.sum())}",
         f"- first LLM-written node beating the baseline root: sooner with memory on {faster} "
         f"of {len(paired)} tasks, later on {slower} (sign test p = "
         f"{sign_test(faster, slower):.2f})",

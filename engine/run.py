@@ -130,8 +130,9 @@ def request_config(text: str, overrides: dict[str, Any], console: Console) -> Ru
 def retrieve(task: PreparedTask, config: RunConfig, console: Console, roots: int
              ) -> tuple[Recollection, dict[str, Any]]:
     """The cases (nearest other tasks' working code) and fixes this run may use, from the
-    memory (engine/memory.py); and the record of them for the manifest and summary. A case
-    takes one of the policy's `roots` draft slots, so no more are retrieved."""
+    memory (engine/memory.py); and the record of them for the manifest and summary. Each case
+    runs as stored (the floor) and is adapted by a recall draft, which takes one of the
+    policy's `roots` draft slots."""
     path = resolve(config.memory)
     if path is None:
         return Recollection(), {"store": "off"}
@@ -377,7 +378,8 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
                          cases=tuple(c.case_id for c in recalled.cases))
     floor = None
     if config.floor or config.ensemble:
-        floor = Floor(seed, portfolio=config.floor, tuning=config.floor,
+        floor = Floor(seed, cases=tuple(c.case_id for c in recalled.cases) if config.floor
+                      else (), portfolio=config.floor, tuning=config.floor,
                       ensembles=config.ensemble)
     for node in journal:
         policy.observe(node)

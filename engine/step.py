@@ -7,12 +7,12 @@ steps ask for onto the LLM and executor pools, and the benchmarks that replay st
 same class one call at a time (`run_step`).
 
 Per operator:
-- baseline, ensemble: code the engine writes itself, straight to execution (no LLM call).
-- draft, improve, debug, sela: [a reflection first: --reflect, debug and improve only] -> code
-  -> [one repair re-ask when the reply has no usable code] -> duplicate check -> execution ->
-  scored in the driver on hidden labels.
-- recall (--memory): the LLM adapts a retrieved case -> code, or, when the reply has no
-  usable code or replaced the case's model, the case's own code (no re-ask) -> as draft.
+- baseline, ensemble, portfolio, tune, case: code the engine writes (or, for a case, took
+  from the memory as stored) -> execution, with no LLM call.
+- draft, improve, debug, sela, recall: [a reflection first: --reflect, debug and improve
+  only] -> code -> [one repair re-ask when the reply has no usable code] -> duplicate check ->
+  execution -> scored in the driver on hidden labels. A recall is the LLM's adaptation of a
+  retrieved case; the case as stored is a node of its own (case).
 - insights: ideas -> [one repair re-ask] -> done; nothing runs.
 - analyze: an exploration script -> [one repair re-ask] -> execution with a shorter cap; what
   it prints is its result.
@@ -50,7 +50,7 @@ from operators.context import TaskContext
 from operators.flags import implementation_flags
 from operators.harness import assemble, baseline_code, ensemble_code, model_part
 from operators.measure import Measurements, split_measurements
-from operators.memory import AS_STORED, replaced_model
+from operators.memory import AS_STORED
 from operators.models import model_code
 from operators.params import read_params, with_params
 from operators.prompts import (
@@ -74,7 +74,8 @@ DEADLINE_ERROR = "stopped at the budget deadline"
 STOPPED_ERROR = "stopped by the user"
 # Nodes whose predictions stay in memory: ensemble selection chooses among the 20 best.
 KEPT_IN_MEMORY = 50
-ENGINE_WRITTEN = (Operator.BASELINE, Operator.ENSEMBLE, Operator.PORTFOLIO, Operator.TUNE)
+ENGINE_WRITTEN = (Operator.BASELINE, Operator.ENSEMBLE, Operator.PORTFOLIO, Operator.TUNE,
+                  Operator.CASE)
 BASELINE_PLAN = "LightGBM with default settings on prepared features (engine baseline)"
 
 
@@ -249,7 +250,8 @@ class Step:
         candidate, so it gets less time than one."""
         if self.operator is Operator.ANALYZE:
             return min(self.search.exec_timeout, ANALYSIS_SECONDS)
-        if self.operator in (Operator.PORTFOLIO, Operator.TUNE) and self.search.floor_seconds:
+        if (self.operator in (Operator.PORTFOLIO, Operator.TUNE, Operator.CASE)
+                and self.search.floor_seconds):
             return min(self.search.exec_timeout, self.search.floor_seconds)
         return self.search.exec_timeout
 
@@ -287,6 +289,14 @@ class Step:
             return
         if self.operator is Operator.BASELINE:
             self.plan, model = BASELINE_PLAN, baseline_code(ctx)
+        elif self.operator is Operator.CASE:
+            # Another task's code, written by an LLM there: it runs fold by fold like the
+            # LLM's code here, not in one engine-trusted run of all folds.
+            case = recalled_case(ctx, self.proposal)
+            self.plan = f"{AS_STORED}: {case.operator} code of {case.dataset}"
+            self.code = assemble(ctx, case.code)
+            self._queue(self.code, (0,))
+            return
         elif self.operator is Operator.TUNE and not self.proposal.family:
             # A trial of an LLM-written node: its code with new PARAMS values, which stays
             # LLM-written code, so it runs fold by fold like its parent.
@@ -359,9 +369,6 @@ class Step:
         else:
             parsed = parse_reply(reply.text, self.search.ctx)
         self.plan = parsed.plan or self.plan
-        if self.operator is Operator.RECALL and self._recall_as_stored(parsed.code,
-                                                                       parsed.problem):
-            return
         if parsed.problem and self._repair(reply.text, parsed.problem):
             return
         self.code = parsed.code
@@ -377,21 +384,6 @@ class Step:
                          error=f"duplicate of node {twin}: identical code, not run again")
             return
         self._queue(self.code, (0,))
-
-    def _recall_as_stored(self, code: str, problem: str) -> bool:
-        """Run the recalled case itself when the reply is no recall of it: no usable code, or
-        its model replaced (operators/memory.py). Its code names no column, so it runs here;
-        asking again would spend another LLM call on what the case already is."""
-        ctx = self.search.ctx
-        case = recalled_case(ctx, self.proposal)
-        why = (f"the reply had no usable code ({problem[:120]})" if problem
-               else replaced_model(case.code, model_part(code)))
-        if not why:
-            return False
-        self.plan = f"{AS_STORED}: {why}"
-        self.code = assemble(ctx, case.code)
-        self._queue(self.code, (0,))
-        return True
 
     def _on_insights(self, text: str) -> None:
         """An insights reply is ideas, not code: nothing runs. The node is `ok` with the ideas

@@ -15,7 +15,8 @@ from typing import Any
 from engine.task import PreparedTask
 from operators.analyst import analysis_findings
 from operators.flags import READS_OUTSIDE_INPUT, outside_reads
-from operators.memory import as_stored
+from operators.harness import model_part
+from operators.memory import as_stored, replaced_model
 from search.journal import Journal
 from search.node import Node, Operator
 
@@ -207,28 +208,32 @@ def analysis_section(journal: Journal) -> list[str]:
 
 
 def memory_section(journal: Journal, record: dict[str, Any], metric: str) -> list[str]:
-    """--memory: the cases retrieved, how each recall draft that adapted one did (or the case
-    itself, run as stored when the reply was no recall of it), and what the run added."""
+    """--memory: the cases retrieved, how each did run as stored and in the recall draft that
+    adapted it (and whether that reply dropped the case's model), and what the run added."""
     if not record or record.get("store") in (None, "off"):
         return []
     base = next((n for n in journal if n.operator is Operator.BASELINE and n.is_ok), None)
     lines = ["## Memory", "", f"- store: `{record['store']}`; {record.get('fixes', 0)} "
              "remembered fixes (debug steps are shown the nearest one)"]
+    stored = {n.hint: n for n in journal if as_stored(n)}
     recalls = {n.hint: n for n in journal if n.operator is Operator.RECALL}
-    for case in record.get("cases", []):
-        node = recalls.get(case["case_id"])
+
+    def outcome(kind: str, node: Node | None) -> str:
         if node is None:
-            outcome = "not tried"
-        elif not node.is_ok:
-            outcome = f"recall {node.node_id} {node.status.value}: {node.error[:80]}"
-        else:
-            beat = (" (beats the baseline)" if base is not None and base.metric is not None
-                    and (node.metric or 0.0) > base.metric else "")
-            outcome = f"recall {node.node_id} ok, valid {metric} {_fmt(node.metric_raw)}{beat}"
-        if node is not None and as_stored(node):
-            outcome += f" ({node.plan[:120]})"
+            return f"{kind} not run"
+        if not node.is_ok:
+            return f"{kind} {node.node_id} {node.status.value}: {node.error[:80]}"
+        beat = (" (beats the baseline)" if base is not None and base.metric is not None
+                and (node.metric or 0.0) > base.metric else "")
+        return f"{kind} {node.node_id} ok, valid {metric} {_fmt(node.metric_raw)}{beat}"
+
+    for case in record.get("cases", []):
+        case_node, recall = stored.get(case["case_id"]), recalls.get(case["case_id"])
+        replaced = (replaced_model(model_part(case_node.code), model_part(recall.code))
+                    if case_node is not None and recall is not None and recall.code else "")
         lines.append(f"- case {case['case_id']}: {case['operator']} code of {case['dataset']} "
-                     f"(gain {case['gain']:+.3f} there): {outcome}")
+                     f"(gain {case['gain']:+.3f} there): {outcome('as stored', case_node)}; "
+                     f"{outcome('recall', recall)}" + (f" ({replaced})" if replaced else ""))
     if not record.get("cases"):
         lines.append("- no case retrieved (no other task of this type in the memory)")
     if record.get("added"):

@@ -8,9 +8,10 @@ retrieves itself, so a benchmark that built its memory on the same datasets is
 leave-one-task-out by construction, and nothing here ever reads a label of the task at hand
 beyond its training rows' meta-features.
 
-A recall step asks the LLM to adapt a case and keep its model. A reply that replaces the
-case's model, or has no usable code, is not a recall of it: the case runs as stored instead
-(its code names none of its task's columns, engine/memory.py, so it runs on this task's).
+A retrieved case runs twice: as stored, by the floor with no LLM call (its code names none of
+its task's columns, engine/memory.py, so it runs on this task's), and as the LLM's adaptation
+(a recall step). The recall's reply runs as written; `replaced_model` says when it dropped
+the case's model, which the prompt asks it to keep.
 """
 
 from __future__ import annotations
@@ -158,12 +159,14 @@ def shortened(code: str, limit: int = 60) -> str:
 
 # Where a case's model comes from: a class called in its code, imported from one of these.
 MODEL_LIBRARIES = frozenset({"sklearn", "lightgbm", "xgboost", "catboost"})
-AS_STORED = "the recalled case as stored"  # a recall node's plan starts so when it ran that
+AS_STORED = "the recalled case as stored"  # the plan of a case node starts so
 
 
 def as_stored(node: Node) -> bool:
-    """A recall whose reply was set aside: the case ran as stored (engine/step.py)."""
-    return node.operator is Operator.RECALL and node.plan.startswith(AS_STORED)
+    """A retrieved case run as stored: engine-run, not LLM-written. A case node
+    (search/floor.py); in runs made before case nodes existed, a recall node whose reply had
+    been set aside for the case's own code (benchmarks/results/memory-2026-11-26c)."""
+    return node.operator in (Operator.CASE, Operator.RECALL) and node.plan.startswith(AS_STORED)
 
 
 def model_classes(code: str) -> frozenset[str]:
@@ -197,11 +200,11 @@ def model_classes(code: str) -> frozenset[str]:
 
 
 def replaced_model(case_code: str, code: str) -> str:
-    """Why `code` is no recall of the case whose code is `case_code`: the case's model
-    classes it no longer calls ("" when it calls them all). Of 12 recall replies of the 1.5B
-    model (benchmarks/results/memory-2026-11-26b), 5 replaced the case's model although asked
-    to keep it: one of those did not run, one scored AUC 0.56 against the baseline root's
-    0.77 (the case, an extra-trees model, scored 0.81 on that task at the other seed)."""
+    """The case's model classes that `code`, a recall reply, no longer calls ("" when it
+    calls them all). Of 12 recall replies of the 1.5B model
+    (benchmarks/results/memory-2026-11-26b), 5 replaced the case's model although asked to
+    keep it: one of those did not run, one scored AUC 0.56 against the baseline root's 0.77
+    (the case, an extra-trees model, scored 0.81 on that task at the other seed)."""
     lost = sorted(model_classes(case_code) - model_classes(code))
     if not lost:
         return ""

@@ -3,6 +3,9 @@
 On 2 cores the executor sat idle 89 % of a run while the LLM thought. Whenever an executor has
 nothing LLM-written to run, the loop asks the floor:
 
+0. the retrieved cases (--memory), each run as stored: other tasks' working code, which names
+   no column and so runs here as it is. It needs no LLM call, so it runs while the LLM is still
+   writing its recall of the same case (the recall is the LLM's adaptation, a separate node);
 1. the portfolio (`search.families.PORTFOLIO`): fixed, diverse configurations, cheapest first;
 2. then Optuna trials, asked and told here (the driver), run by the executors: TPE over the
    hyperparameters of what does best so far, two trials of the best for one of the runner-up.
@@ -108,8 +111,8 @@ def study_key(node: Node) -> str | None:
         return proposal.family if proposal.family in FAMILIES else None
     if node.operator is Operator.TUNE and node.parent_id is not None:
         return f"node:{node.parent_id}"
-    if node.operator in (Operator.DRAFT, Operator.RECALL, Operator.IMPROVE, Operator.DEBUG,
-                         Operator.SELA):
+    if node.operator in (Operator.DRAFT, Operator.RECALL, Operator.CASE, Operator.IMPROVE,
+                         Operator.DEBUG, Operator.SELA):
         return f"node:{node.node_id}" if space_around(node_params(node)) else None
     return None
 
@@ -135,9 +138,10 @@ def ensemble_candidates(journal: Journal) -> list[Node]:
 class Floor:
     """Proposes the engine's own nodes; it reads every finished node from the Journal."""
 
-    def __init__(self, seed: int = 0, *, portfolio: bool = True, tuning: bool = True,
-                 ensembles: bool = True, ensemble_every: int = 3) -> None:
+    def __init__(self, seed: int = 0, *, cases: tuple[str, ...] = (), portfolio: bool = True,
+                 tuning: bool = True, ensembles: bool = True, ensemble_every: int = 3) -> None:
         self.seed = seed
+        self.cases = cases  # ids of the retrieved cases, run as stored before the portfolio
         self.portfolio = portfolio
         self.tuning = tuning
         self.ensembles = ensembles
@@ -146,7 +150,7 @@ class Floor:
         self._studies: dict[str, optuna.Study] = {}  # by study key (see study_key)
         self._spaces: dict[str, Distributions] = {}
         self._asked: dict[str, int] = {}  # hint of a trial in flight -> its trial number
-        self._done_portfolio: set[str] = set()
+        self._done_portfolio: set[str] = set()  # and the cases run as stored, by id
         self._seen: set[str] = set()
         self._last_ensemble: frozenset[str] = frozenset()
         self._trials = 0
@@ -160,6 +164,10 @@ class Floor:
         ensemble = self._ensemble(journal, in_flight)
         if ensemble is not None or not executor_free:
             return ensemble
+        for case_id in self.cases:
+            if case_id not in self._done_portfolio:
+                self._done_portfolio.add(case_id)
+                return Proposal(Operator.CASE, None, 0.0, idea=case_id)
         if self.portfolio:
             for name, family, params in PORTFOLIO:
                 if name not in self._done_portfolio:
@@ -239,7 +247,7 @@ class Floor:
         self._seen.add(node.node_id)
         if node.operator is Operator.ENSEMBLE and node.hint:
             self._last_ensemble = frozenset(node.hint.split(","))
-        if node.operator is Operator.PORTFOLIO:
+        if node.operator in (Operator.PORTFOLIO, Operator.CASE):
             self._done_portfolio.add(Proposal.of(node).idea)
         key = study_key(node)
         if key is None or (node.status in _GONE and node.hint not in self._asked):

@@ -40,6 +40,7 @@ class Operator(StrEnum):
     PORTFOLIO = "portfolio"  # engine-written: one fixed configuration of a model family
     TUNE = "tune"  # engine-written: an Optuna trial over a model family's hyperparameters
     RECALL = "recall"  # a draft adapting a retrieved case: another task's working code
+    CASE = "case"  # engine-written: a retrieved case's code run as stored, no LLM call
 
 
 def code_hash(code: str) -> str:

@@ -4,6 +4,7 @@ Optuna asks and is told; a resumed floor continues from the Journal."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import optuna
 
@@ -41,6 +42,21 @@ def test_portfolio_first_then_trials_of_the_best_family() -> None:
         assert set(proposal.param_dict) == {d[0] for d in FAMILIES[proposal.family].space}
         journal.add(finished(proposal, f"t{step}", 100 + step, 0.7))
     assert trials == ["extra_trees", "extra_trees", "knn"] * 2
+
+
+def test_retrieved_cases_run_as_stored_before_the_portfolio_and_are_then_tuned() -> None:
+    floor, journal = Floor(seed=0, cases=("c1", "c2"), ensembles=False), Journal()
+    first = [floor.propose(journal, {}, executor_free=True) for _ in range(3)]
+    assert [(p.operator, p.idea) for p in first if p is not None] == [
+        (Operator.CASE, "c1"), (Operator.CASE, "c2"), (Operator.PORTFOLIO, PORTFOLIO[0][0])]
+    assert first[0] is not None and Proposal.of(finished(first[0], "n", 1, 1.0)) == first[0]
+    # A rebuilt floor (a resumed run) runs neither case again; a case with PARAMS that did
+    # best is tuned around its own values like any LLM-written node.
+    case = replace(finished(first[0], "k1", 1, 0.95), params='{"n_estimators": 200}')
+    rebuilt = Floor(seed=0, cases=("c1",), portfolio=False, ensembles=False)
+    trial = rebuilt.propose(Journal([case]), {}, executor_free=True)
+    assert trial is not None and trial.operator is Operator.TUNE and trial.parent_id == "k1"
+    assert 50 <= trial.param_dict["n_estimators"] <= 800
 
 
 def test_no_executor_no_work_and_nothing_when_turned_off() -> None:

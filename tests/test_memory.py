@@ -164,13 +164,13 @@ def linear_data(path: Path, columns: list[str], target: str, seed: int) -> None:
 
 
 def search(tmp: Path, name: str, columns: list[str], target: str, replies: dict,
-           memory: Path, drafts: int = 1) -> Path:
+           memory: Path, drafts: int = 1, floor: bool = False, max_nodes: int = 7) -> Path:
     linear_data(tmp / f"{name}.csv", columns, target, seed=len(name))
     (tmp / f"{name}.json").write_text(json.dumps(replies))
     (tmp / f"{name}.yaml").write_text(
         f"data: {name}.csv\ntarget: {target}\nllm: scripted:{name}.json\nnum_drafts: {drafts}\n"
-        "debug_prob: 1.0\nmax_nodes: 7\nexecutors: 1\nbudget: 3m\nquiet: true\n"
-        f"exec_timeout: 120\nfloor: false\nensemble: false\nmemory: {memory}\n")
+        f"debug_prob: 1.0\nmax_nodes: {max_nodes}\nexecutors: 1\nbudget: 3m\nquiet: true\n"
+        f"exec_timeout: 120\nfloor: {str(floor).lower()}\nensemble: false\nmemory: {memory}\n")
     assert run_main(["--task", str(tmp / f"{name}.yaml"), "--out", str(tmp / name)]) == 0
     (run,) = [p for p in (tmp / name).iterdir() if not p.name.startswith(".")]
     return run
@@ -190,10 +190,12 @@ def test_runs_remember_and_recall_across_tasks(tmp_path: Path, monkeypatch: pyte
         (fixed_error,) = db.execute("SELECT error FROM fixes").fetchone()
         assert "nope" in fixed_error
         assert db.execute("SELECT COUNT(*) FROM cases WHERE gain > 0").fetchone()[0] >= 1
-    # Another task (other columns): the first one's winning code is recalled and adapted.
+    # Another task (other columns): the first one's winning code runs as stored (the floor,
+    # while the LLM writes) and is recalled and adapted by the LLM.
     second = search(tmp_path, "second", ["p", "q", "r", "s"], "t",
-                    {"recall": [LINEAR], "draft": [LINEAR.replace("0.01", "0.5")]}, store,
-                    drafts=2)
+                    {"recall": [LINEAR.replace("0.01", "0.3")],
+                     "draft": [LINEAR.replace("0.01", "0.5")], "delay": 4}, store, drafts=2,
+                    floor=True, max_nodes=14)
     manifest = json.loads((second / "manifest.json").read_text())
     (recalled,) = manifest["memory"]["cases"]
     assert recalled["dataset"] == "first.csv" and manifest["memory"]["fixes"] == 1
@@ -202,12 +204,17 @@ def test_runs_remember_and_recall_across_tasks(tmp_path: Path, monkeypatch: pyte
     assert recall.hint.tolist() == [recalled["case_id"]] and recall.status.tolist() == ["ok"]
     assert "Working model code from a similar task" in recall.prompt.iloc[0]
     assert "model = Ridge(alpha=0.0" in recall.prompt.iloc[0]  # the first task's code
+    (case,) = nodes[nodes.operator == "case"].itertuples()
+    assert case.hint == recalled["case_id"] and case.status == "ok" and case.prompt == ""
+    assert case.plan == f"{AS_STORED}: {recalled['operator']} code of first.csv"
     measured = measure(second)  # what benchmarks.memory reports of a run
     assert (measured["recalls"], measured["recalls_ok"]) == (1, 1)
+    assert (measured["stored"], measured["stored_ok"], measured["replaced"]) == (1, 1, 0)
     # Two root slots: the case takes one, a generated draft the other.
     assert measured["drafts"] == 2 and measured["first_beat"] is not None
     summary = (second / "summary.md").read_text()
     assert "## Memory" in summary and f"case {recalled['case_id']}" in summary
+    assert f"as stored {case.node_id} ok" in summary
     # The first task again (same columns, new rows): it never recalls its own cases.
     again = search(tmp_path, "again", ["a", "b", "c"], "y", {"draft": [LINEAR]}, store)
     memory = json.loads((again / "manifest.json").read_text())["memory"]
@@ -244,7 +251,8 @@ def test_the_paired_table_counts_tasks_where_memory_helped() -> None:
             stored: list[int]) -> pd.DataFrame:
         return pd.DataFrame({"task": ["a", "b", "c"], "seed": 0, "metric": "rmse",
                              "test": tests, "drafts_ok": ok, "drafts": 2, "recalls_ok": ok,
-                             "recalls": 1, "stored": stored, "stored_ok": stored,
+                             "recalls": 1, "replaced": [0, ok, 0], "replaced_ok": [0, ok, 0],
+                             "stored": stored, "stored_ok": stored, "stored_beat": [0, 0, 0],
                              "first_beat": first_beat, "run_dir": None})
     text = table(arm([100.0, None, 50.0], [1.0, 2.0, 3.0], 0, [0, 0, 0]),
                  arm([40.0, 90.0, 60.0], [0.9, 2.0, 3.5], 1, [0, 0, 1]))
@@ -254,19 +262,23 @@ def test_the_paired_table_counts_tasks_where_memory_helped() -> None:
     assert "| 1 | 0.9 | n/a |" in text and "better on 0, worse on 0" in text
     assert "off 0/6 (0%;" in text and "on 3/6 (50%;" in text and "| never |" in text
     assert "spread off" not in text  # one seed: no run-to-run table
-    assert "| 1/2 (1/1, 1 as stored) |" in text and "| 1/2 (1/1) |" in text
-    assert "the case run as stored instead (counted above as drafts that did not run): 1 of 3" \
+    assert "| 1/2 (1/1; as stored 1/1) |" in text and "| 1/2 (1/1) |" in text
+    assert "replaced the case's model (counted above as they ran): 1 of 3; ran ok 1" in text
+    assert "cases run as stored (engine-run, not drafts): 1; ran ok 1, beat the baseline root 0" \
         in text
-    reply_set_aside = make_node("r", operator=Operator.RECALL, metric=-1.0)
-    assert not as_stored(reply_set_aside)
-    assert as_stored(replace(reply_set_aside, plan=f"{AS_STORED}: the reply replaced its Ridge"))
+    recall = make_node("r", operator=Operator.RECALL, metric=-1.0)
+    case = replace(recall, operator=Operator.CASE, plan=f"{AS_STORED}: tune code of a.csv")
+    assert not as_stored(recall) and as_stored(case)
+    # a recall of an older run whose reply was set aside for the case's own code
+    assert as_stored(replace(recall, plan=f"{AS_STORED}: the reply replaced its Ridge"))
 
 
 def test_two_seeds_set_the_memory_gain_against_each_arms_own_spread() -> None:
     def arm(tests: dict[str, list[float]]) -> pd.DataFrame:
         return pd.DataFrame([{"task": task, "seed": seed, "metric": "rmse", "test": test,
                               "drafts_ok": 1, "drafts": 1, "recalls_ok": 0, "recalls": 0,
-                              "stored": 0, "stored_ok": 0, "first_beat": None, "run_dir": None}
+                              "replaced": 0, "replaced_ok": 0, "stored": 0, "stored_ok": 0,
+                              "stored_beat": 0, "first_beat": None, "run_dir": None}
                              for task, by_seed in tests.items()
                              for seed, test in enumerate(by_seed)])
     text = table(arm({"a": [1.0, 1.2], "b": [2.0, 2.5], "c": [1.0]}),

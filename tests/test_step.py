@@ -121,25 +121,24 @@ TREES = ("from sklearn.ensemble import ExtraTreesRegressor\n\n"
          "    return model.predict(X_valid), model.predict(X_test)\n")
 
 
-@pytest.mark.parametrize(("answer", "as_stored"), [
-    (f"Kept.\n```python\n{TREES.replace('50', '80')}```\n", ""),
-    (GOOD, "the reply replaced its ExtraTreesRegressor with Ridge"),
-    ("no code at all", "the reply had no usable code"),
-])
-def test_a_recall_that_drops_the_cases_model_runs_the_case_as_stored(
-        task: PreparedTask, answer: str, as_stored: str) -> None:
+def test_a_case_runs_as_stored_without_the_llm_and_its_recall_runs_as_written(
+        task: PreparedTask) -> None:
     remembered = Case("c1", "other", "other.csv", "regression", {}, "tune", "rmse", 0.2, TREES)
     search = context(task)
     search.ctx = replace(search.ctx, cases=(remembered,))
-    step = Step(Proposal(Operator.RECALL, idea="c1"), search)
-    assert isinstance(step.next(), Generate)
-    step.on_reply(reply(answer))
-    run = step.next()  # never a re-ask: the case is runnable code already
+    case = Step(Proposal(Operator.CASE, idea="c1"), search)
+    run = case.next()  # no LLM call: the case's own code, fold by fold like LLM-written code
     assert isinstance(run, Execute) and run.folds == (0,)
-    assert ("'n_estimators': 80" in run.code) == (not as_stored)
-    assert step.plan.startswith(f"{AS_STORED}: {as_stored}") == bool(as_stored)
-    if as_stored:
-        assert model_part(run.code).strip() == TREES.strip() and step.reply == answer
+    assert model_part(run.code).strip() == TREES.strip()
+    assert case.plan == f"{AS_STORED}: tune code of other.csv"
+    # The recall's reply runs as written even when it dropped the case's model: the case
+    # itself already runs in its own node.
+    recall = Step(Proposal(Operator.RECALL, idea="c1"), search)
+    assert isinstance(recall.next(), Generate)
+    recall.on_reply(reply(GOOD))
+    ran = recall.next()
+    assert isinstance(ran, Execute) and "Ridge" in ran.code and "ExtraTrees" not in ran.code
+    assert not recall.plan.startswith(AS_STORED)
 
 
 def test_reflection_comes_first_and_lands_in_the_code_prompt(task: PreparedTask) -> None:
