@@ -51,7 +51,7 @@ from engine.summary import summary_facts, write_summary
 from engine.task import PreparedTask, TaskSpec, csv_bytes, prepare_task
 from operators.analyst import analysis_findings, next_analysis
 from operators.context import TaskContext
-from operators.memory import meta_features, nearest_cases
+from operators.memory import Case, meta_features, nearest_cases
 from sandbox import isolation_mode
 from search.constraints import Constraints
 from search.errors import BackendError, EngineError, StoreError, UserError, exit_code
@@ -150,6 +150,14 @@ def retrieve(task: PreparedTask, config: RunConfig, console: Console, roots: int
                                                 for c in cases)
                       + f" (memory {path}); {len(fixes)} remembered fixes", markup=False)
     return Recollection(tuple(cases), fixes), record
+
+
+def still_recalled(requeue: list[Proposal], cases: tuple[Case, ...]) -> list[Proposal]:
+    """The proposals in flight at a kill that can still run: a recall or case node of a case
+    this start no longer retrieves (the memory gained nearer ones since) has no code to show."""
+    ids = {c.case_id for c in cases}
+    return [p for p in requeue
+            if p.operator not in (Operator.RECALL, Operator.CASE) or p.idea in ids]
 
 
 def remember_run(config: RunConfig, store: RunStore, task: PreparedTask, journal: Journal,
@@ -371,6 +379,7 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
     seed = config.seed + 1000 * len(starts)
     drafts = config.num_drafts if config.num_drafts is not None else 1 if config.floor else 3
     recalled, memory_record = retrieve(task, config, console, drafts)
+    requeue = still_recalled(requeue, recalled.cases)
     policy = make_policy(config.policy, seed=seed, num_drafts=drafts,
                          debug_prob=config.debug_prob, max_debug_depth=config.max_debug_depth,
                          # the floor tunes and ensembles: the model is asked for features

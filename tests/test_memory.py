@@ -26,6 +26,7 @@ from engine.memory import (
 )
 from engine.memory import main as memory_main
 from engine.run import main as run_main
+from engine.run import still_recalled
 from operators.context import TaskContext
 from operators.memory import (
     AS_STORED,
@@ -236,6 +237,13 @@ def test_runs_remember_and_recall_across_tasks(tmp_path: Path, monkeypatch: pyte
     assert memory_main(["--memory", str(store), "rebuild", str(tmp_path), "--shipped",
                         "--to", str(shipped)]) == 0
     assert recollect(json.loads(line) for line in shipped.read_text().splitlines()).cases
+
+
+def test_a_resumed_run_drops_recalls_of_cases_it_no_longer_retrieves() -> None:
+    kept = Case("c1", "other", "other.csv", "regression", {}, "tune", "rmse", 0.2, "code")
+    requeue = [Proposal(Operator.CASE, idea="c1"), Proposal(Operator.RECALL, idea="gone"),
+               Proposal(Operator.CASE, idea="gone"), Proposal(Operator.DRAFT, idea="gone")]
+    assert still_recalled(requeue, (kept,)) == [requeue[0], requeue[3]]
 
 
 def test_memory_off_and_a_bad_store_say_so(tmp_path: Path,
