@@ -88,6 +88,10 @@ class Recollection:
     cases: tuple[Case, ...] = ()
     fixes: tuple[Fix, ...] = ()
 
+    @property
+    def case_ids(self) -> tuple[str, ...]:
+        return tuple(c.case_id for c in self.cases)
+
 
 @dataclass(frozen=True)
 class RunMemory:

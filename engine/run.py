@@ -384,11 +384,11 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
                          debug_prob=config.debug_prob, max_debug_depth=config.max_debug_depth,
                          # the floor tunes and ensembles: the model is asked for features
                          ideas=idea_pool(config.floor, task.has_text_features),
-                         cases=tuple(c.case_id for c in recalled.cases))
+                         cases=recalled.case_ids)
     floor = None
     if config.floor or config.ensemble:
-        floor = Floor(seed, cases=tuple(c.case_id for c in recalled.cases) if config.floor
-                      else (), portfolio=config.floor, tuning=config.floor,
+        floor = Floor(seed, cases=recalled.case_ids if config.floor else (),
+                      portfolio=config.floor, tuning=config.floor,
                       ensembles=config.ensemble)
     for node in journal:
         policy.observe(node)

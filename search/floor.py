@@ -150,7 +150,8 @@ class Floor:
         self._studies: dict[str, optuna.Study] = {}  # by study key (see study_key)
         self._spaces: dict[str, Distributions] = {}
         self._asked: dict[str, int] = {}  # hint of a trial in flight -> its trial number
-        self._done_portfolio: set[str] = set()  # and the cases run as stored, by id
+        # portfolio configurations (by name) and cases run as stored (by id): each runs once
+        self._run_once: set[str] = set()
         self._seen: set[str] = set()
         self._last_ensemble: frozenset[str] = frozenset()
         self._trials = 0
@@ -165,13 +166,13 @@ class Floor:
         if ensemble is not None or not executor_free:
             return ensemble
         for case_id in self.cases:
-            if case_id not in self._done_portfolio:
-                self._done_portfolio.add(case_id)
+            if case_id not in self._run_once:
+                self._run_once.add(case_id)
                 return Proposal(Operator.CASE, None, 0.0, idea=case_id)
         if self.portfolio:
             for name, family, params in PORTFOLIO:
-                if name not in self._done_portfolio:
-                    self._done_portfolio.add(name)  # in flight now; a loss is not retried
+                if name not in self._run_once:
+                    self._run_once.add(name)  # in flight now; a loss is not retried
                     return Proposal(Operator.PORTFOLIO, None, 0.0, idea=name, family=family,
                                     params=tuple(sorted(params.items())))
         if self.tuning:
@@ -248,7 +249,7 @@ class Floor:
         if node.operator is Operator.ENSEMBLE and node.hint:
             self._last_ensemble = frozenset(node.hint.split(","))
         if node.operator in (Operator.PORTFOLIO, Operator.CASE):
-            self._done_portfolio.add(Proposal.of(node).idea)
+            self._run_once.add(Proposal.of(node).idea)
         key = study_key(node)
         if key is None or (node.status in _GONE and node.hint not in self._asked):
             return
