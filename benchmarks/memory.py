@@ -5,7 +5,8 @@
 Each arm is a `benchmarks.run` output folder (results.parquet and its runs) of the same tasks
 and seeds, one made with `--memory off`, one with a memory (leave-one-task-out by
 construction: a task never retrieves its own cases, engine/memory.py). Per task and arm:
-- drafts (generated and recall roots) that ran ok without a debug step, of those that ran;
+- drafts (generated roots, and recalls: a root, or a child of its case node) that ran ok
+  without a debug step, of those that ran;
   a retrieved case run as stored (engine-run, search/floor.py) is no draft and no
   LLM-written node, and is counted on its own;
 - seconds until the first LLM-written node (draft, recall, improve, debug) beat the baseline
@@ -52,7 +53,10 @@ def measure(run_dir: Path) -> dict[str, Any]:
     run = open_run(run_dir)
     nodes = list(run.journal)
     start = min((n.created_at for n in nodes if n.created_at), default=0.0)
-    drafts = [n for n in run.journal.draft_nodes if n.code and (n.exec_seconds > 0 or n.is_ok)]
+    # The LLM's first attempts: drafts (roots) and recalls, a root or, when its case ran here
+    # as stored, that case node's child.
+    drafts = [n for n in nodes if n.operator in (Operator.DRAFT, Operator.RECALL)
+              and n.code and (n.exec_seconds > 0 or n.is_ok)]
     recalls = [n for n in drafts if n.operator is Operator.RECALL]
     stored = [n for n in nodes if as_stored(n)]
     cases = {n.hint: model_part(n.code) for n in stored if n.operator is Operator.CASE}
