@@ -41,7 +41,7 @@ from engine.store import RunStore
 from operators.harness import model_part
 from operators.memory import as_stored, replaced_model
 from search.metric import METRICS
-from search.node import Node, Operator
+from search.node import Operator
 
 LLM_WRITTEN = (Operator.DRAFT, Operator.RECALL, Operator.IMPROVE, Operator.DEBUG)
 INTERVAL_RESAMPLES = 2000  # of the test rows, for each task's interval of the answer's gain
@@ -62,14 +62,8 @@ def measure(run_dir: Path) -> dict[str, Any]:
     cases = {n.hint: model_part(n.code) for n in stored if n.operator is Operator.CASE}
     replaced = [n for n in recalls
                 if n.hint in cases and replaced_model(cases[n.hint], model_part(n.code))]
-    base = next((n for n in nodes if n.operator is Operator.BASELINE and n.is_ok), None)
-
-    def beats(node: Node) -> bool:
-        return (node.is_ok and base is not None and base.metric is not None
-                and (node.metric or 0.0) > base.metric)
-
     beaten = [n.finished_at - start for n in nodes
-              if n.operator in LLM_WRITTEN and not as_stored(n) and beats(n)]
+              if n.operator in LLM_WRITTEN and not as_stored(n) and run.journal.beats_baseline(n)]
     # An older run's recall whose reply was set aside for the case as stored counts as a
     # draft whose reply did not run: the LLM wrote none of what ran.
     return {"drafts_ok": sum(n.is_ok and not as_stored(n) for n in drafts),
@@ -78,7 +72,7 @@ def measure(run_dir: Path) -> dict[str, Any]:
             "recalls": len(recalls),
             "replaced": len(replaced), "replaced_ok": sum(n.is_ok for n in replaced),
             "stored": len(stored), "stored_ok": sum(n.is_ok for n in stored),
-            "stored_beat": sum(beats(n) for n in stored),
+            "stored_beat": sum(run.journal.beats_baseline(n) for n in stored),
             "first_beat": min(beaten) if beaten else None}
 
 

@@ -132,13 +132,13 @@ def names_a_column(code: str, columns: Iterable[str]) -> bool:
 
 def _cases(journal: Journal, mark: str, metric: str,
            columns: list[str]) -> list[dict[str, Any]]:
-    base = next((n for n in journal if n.operator is Operator.BASELINE and n.is_ok), None)
+    base = journal.baseline()
     if base is None or base.metric is None:
         return []
     scale = max(abs(base.metric), 1e-12)
     ranked = sorted((n for n in journal.eligible_nodes
                      if n.operator not in _NOT_CASES and n.has_model_code
-                     and n.metric is not None and n.metric > base.metric),
+                     and journal.beats_baseline(n)),
                     key=lambda n: -(n.metric or 0.0))
     cases: dict[str, dict[str, Any]] = {}
     for node in ranked:

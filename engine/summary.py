@@ -212,7 +212,6 @@ def memory_section(journal: Journal, record: dict[str, Any], metric: str) -> lis
     adapted it (and whether that reply dropped the case's model), and what the run added."""
     if not record or record.get("store") in (None, "off"):
         return []
-    base = next((n for n in journal if n.operator is Operator.BASELINE and n.is_ok), None)
     lines = ["## Memory", "", f"- store: `{record['store']}`; {record.get('fixes', 0)} "
              "remembered fixes (debug steps are shown the nearest one)"]
     stored = {n.hint: n for n in journal if as_stored(n)}
@@ -223,8 +222,7 @@ def memory_section(journal: Journal, record: dict[str, Any], metric: str) -> lis
             return f"{kind} not run"
         if not node.is_ok:
             return f"{kind} {node.node_id} {node.status.value}: {node.error[:80]}"
-        beat = (" (beats the baseline)" if base is not None and base.metric is not None
-                and (node.metric or 0.0) > base.metric else "")
+        beat = " (beats the baseline)" if journal.beats_baseline(node) else ""
         return f"{kind} {node.node_id} ok, valid {metric} {_fmt(node.metric_raw)}{beat}"
 
     for case in record.get("cases", []):

@@ -90,6 +90,17 @@ class Journal:
         """LLM-written roots; the engine's baseline root is not a draft."""
         return [n for n in self.children(None) if n.operator in (Operator.DRAFT, Operator.RECALL)]
 
+    def baseline(self) -> Node | None:
+        """The engine's baseline root, when it ran: what a node's gain is measured against."""
+        return next((n for n in self.children(None)
+                     if n.operator is Operator.BASELINE and n.is_ok), None)
+
+    def beats_baseline(self, node: Node) -> bool:
+        """Whether a node ran and its valid score is better than the baseline root's."""
+        base = self.baseline()
+        return (node.is_ok and node.metric is not None and base is not None
+                and base.metric is not None and node.metric > base.metric)
+
     @property
     def good_nodes(self) -> list[Node]:
         return [n for n in self._nodes.values() if n.is_ok]

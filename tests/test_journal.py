@@ -26,6 +26,18 @@ def test_tree_facts() -> None:
     assert j.find_code("b") == "b" and j.find_code("zzz") is None
 
 
+def test_a_node_beats_the_baseline_root_that_ran() -> None:
+    j = Journal()
+    j.add(make_node("x", status=Status.BUGGY, operator=Operator.BASELINE))
+    j.add(make_node("a", metric=2.0))
+    assert j.baseline() is None and not j.beats_baseline(j.get("a"))  # no baseline ran
+    j.add(make_node("base", metric=1.0, operator=Operator.BASELINE))
+    j.add(make_node("b", "a", metric=0.5))
+    j.add(make_node("c", "a", status=Status.BUGGY))
+    assert j.baseline() is j.get("base")
+    assert [n.node_id for n in j if j.beats_baseline(n)] == ["a"]
+
+
 def test_best_tie_keeps_earlier_node() -> None:
     j = Journal([make_node("a", metric=2.0, step=0), make_node("b", metric=2.0, step=1)])
     assert j.best().node_id == "a"  # type: ignore[union-attr]
