@@ -5,8 +5,8 @@
 Each arm is a `benchmarks.run` output folder (results.parquet and its runs) of the same tasks
 and seeds, one made with `--memory off`, one with a memory (leave-one-task-out by
 construction: a task never retrieves its own cases, engine/memory.py). Per task and arm:
-- drafts (generated roots, and recalls: a root, or a child of its case node) that ran ok
-  without a debug step, of those that ran;
+- drafts (generated and recall roots; a recall of 010e490's runs is a case node's child) that
+  ran ok without a debug step, of those that ran;
   a retrieved case run as stored (engine-run, search/floor.py) is no draft and no
   LLM-written node, and is counted on its own;
 - seconds until the first LLM-written node (draft, recall, improve, debug) beat the baseline
@@ -53,8 +53,8 @@ def measure(run_dir: Path) -> dict[str, Any]:
     run = open_run(run_dir)
     nodes = list(run.journal)
     start = min((n.created_at for n in nodes if n.created_at), default=0.0)
-    # The LLM's first attempts: drafts (roots) and recalls, a root or, when its case ran here
-    # as stored, that case node's child.
+    # The LLM's first attempts: drafts and recalls, roots, or (runs made at 010e490, whose
+    # recall waited for its case node) a child of the case node.
     drafts = [n for n in nodes if n.operator in (Operator.DRAFT, Operator.RECALL)
               and n.code and (n.exec_seconds > 0 or n.is_ok)]
     recalls = [n for n in drafts if n.operator is Operator.RECALL]

@@ -131,8 +131,8 @@ def retrieve(task: PreparedTask, config: RunConfig, console: Console, roots: int
              ) -> tuple[Recollection, dict[str, Any]]:
     """The cases (nearest other tasks' working code) and fixes this run may use, from the
     memory (engine/memory.py); and the record of them for the manifest and summary. Each case
-    runs as stored (the floor) and is changed or adapted by a recall step, which takes one of
-    the policy's `roots` draft slots."""
+    runs as stored (the floor) and is adapted by a recall draft, which takes one of the
+    policy's `roots` draft slots."""
     path = resolve(config.memory)
     if path is None:
         return Recollection(), {"store": "off"}
@@ -384,7 +384,7 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
                          debug_prob=config.debug_prob, max_debug_depth=config.max_debug_depth,
                          # the floor tunes and ensembles: the model is asked for features
                          ideas=idea_pool(config.floor, task.has_text_features),
-                         cases=recalled.case_ids, case_nodes=config.floor)
+                         cases=recalled.case_ids)
     floor = None
     if config.floor or config.ensemble:
         floor = Floor(seed, cases=recalled.case_ids if config.floor else (),

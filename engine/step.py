@@ -11,9 +11,8 @@ Per operator:
   from the memory as stored) -> execution, with no LLM call.
 - draft, improve, debug, sela, recall: [a reflection first: --reflect, debug and improve
   only] -> code -> [one repair re-ask when the reply has no usable code] -> duplicate check ->
-  execution -> scored in the driver on hidden labels. A recall is the LLM's change to a
-  retrieved case that ran here as stored (its case node is the parent), or its adaptation of
-  the case's code (a root).
+  execution -> scored in the driver on hidden labels. A recall is the LLM's adaptation of a
+  retrieved case; the case as stored is a node of its own (case).
 - insights: ideas -> [one repair re-ask] -> done; nothing runs.
 - analyze: an exploration script -> [one repair re-ask] -> execution with a shorter cap; what
   it prints is its result.

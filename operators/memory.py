@@ -9,10 +9,9 @@ leave-one-task-out by construction, and nothing here ever reads a label of the t
 beyond its training rows' meta-features.
 
 A retrieved case runs twice: as stored, by the floor with no LLM call (its code names none of
-its task's columns, engine/memory.py, so it runs on this task's), and as the LLM's recall
-step: one change to the case node, or an adaptation of its code where it did not run. The
-recall's reply runs as written; `replaced_model` says when it dropped the case's model, which
-the prompt asks it to keep.
+its task's columns, engine/memory.py, so it runs on this task's), and as the LLM's adaptation
+(a recall step). The recall's reply runs as written; `replaced_model` says when it dropped
+the case's model, which the prompt asks it to keep.
 """
 
 from __future__ import annotations

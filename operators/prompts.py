@@ -113,23 +113,9 @@ def recalled_case(ctx: TaskContext, proposal: Proposal) -> Case:
     raise ValueError(f"recall of case {proposal.idea!r}, which was not retrieved for this task")
 
 
-def recall_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal) -> ChatPrompt:
-    """Case-based drafting (seed 004): working code of the nearest earlier task. When the case
-    ran here as stored (the proposal's parent is its case node), the model sees its score here
-    and makes one change, to its hyperparameters, the one thing a case carries over from its
-    own task (its columns are prepare()'s); otherwise it adapts the code to this task."""
+def recall_prompt(ctx: TaskContext, proposal: Proposal) -> ChatPrompt:
+    """Case-based drafting (seed 004): adapt working code of the nearest earlier task."""
     case = recalled_case(ctx, proposal)
-    if proposal.parent_id is not None:
-        ran = journal.get(proposal.parent_id)
-        score = "n/a" if ran.metric_raw is None else f"{ran.metric_raw:.5g}"
-        tail = (
-            f"# Working model code from a similar task, run here as it is (valid {ctx.metric} "
-            f"= {score})\n{code_block(shortened(model_part(ran.code)))}\n\n"
-            "# Your job\nFit it to this task with ONE targeted change: set its hyperparameters "
-            "(PARAMS) for this task's rows, columns and target. Keep the model and everything "
-            "else. Return the whole model code."
-        )
-        return _prompt(ctx, tail, proposal, ctx.max_tokens)
     tail = (
         f"# Working model code from a similar task ({case.task_type}, {case.metric})\n"
         f"{code_block(shortened(case.code))}\n\n"
@@ -289,7 +275,7 @@ def build_prompt(ctx: TaskContext, proposal: Proposal, journal: Journal,
     if proposal.operator is Operator.DRAFT:
         return draft_prompt(ctx, proposal, len(journal.draft_nodes))
     if proposal.operator is Operator.RECALL:
-        return recall_prompt(ctx, proposal, journal)
+        return recall_prompt(ctx, proposal)
     if proposal.operator is Operator.IMPROVE:
         return improve_prompt(ctx, proposal, journal, reflection)
     if proposal.operator is Operator.DEBUG:

@@ -1,13 +1,9 @@
 """Greedy AIDE-style policy: draft a few roots, then debug buggy leaves or improve the best.
 
-With retrieved cases (--memory), the first LLM steps are recalls, one per case. They take the
-first of the `num_drafts` root slots rather than adding steps ahead of them, so a case never
-delays the first improve step: generated drafts fill the slots left. With `case_nodes` (the
-floor runs each case as stored, search/floor.py) a recall waits for its case node, seconds
-after the start, and asks for one change to that node: the case's score on this task is then
-known, and the model edits code that runs here rather than copying it (of 12 root recalls of
-the 1.5B model, 5 returned the case unchanged). A case that failed here, or one the floor does
-not run, is recalled as a root: the LLM adapts its code.
+With retrieved cases (--memory), the first roots are recall drafts, one per case: the
+LLM adapts another task's working code. They take the first of the `num_drafts` root slots
+rather than adding roots ahead of them, so a case never delays the first improve step:
+generated drafts fill the slots left.
 
 Ensembles, the portfolio and tuning are the engine's own work (search/floor.py), not the
 policy's.
@@ -44,7 +40,6 @@ class GreedyPolicy:
     # Retrieved cases (--memory): ids of other tasks' working code; each is adapted by one
     # recall draft, in the first root slots
     cases: tuple[str, ...] = ()
-    case_nodes: bool = False  # the floor runs each case as stored: its recall improves that node
     name: str = "greedy"
 
     def __post_init__(self) -> None:
@@ -67,20 +62,16 @@ class GreedyPolicy:
         """Greedy keeps no state beyond the journal."""
 
     def _one(self, journal: Journal, taken: Mapping[InFlightKey, int]) -> Proposal | None:
-        n_drafts = (sum(n.operator is Operator.DRAFT for n in journal.draft_nodes)
-                    + taken.get((Operator.DRAFT, None), 0))
-        draft = Proposal(Operator.DRAFT, None, self.base_temperature,
-                         idea=draft_idea(n_drafts, self.ideas))
-        recalls = (sum(n.operator is Operator.RECALL for n in journal)
-                   + sum(k for (op, _), k in taken.items() if op is Operator.RECALL))
-        if recalls < len(self.cases):
-            recall = self._recall(journal, self.cases[recalls])
-            if recall is not None:
-                return recall
-            # Its case is yet to run (seconds): a draft may take a root slot the cases leave.
-            return draft if n_drafts + len(self.cases) < self.num_drafts else None
-        if n_drafts + recalls < self.num_drafts:
-            return draft
+        drafts_in_flight = taken.get((Operator.DRAFT, None), 0)
+        recalls_in_flight = taken.get((Operator.RECALL, None), 0)
+        recalled = sum(n.operator is Operator.RECALL for n in journal.draft_nodes)
+        if recalled + recalls_in_flight < len(self.cases):
+            return Proposal(Operator.RECALL, None, self.base_temperature,
+                            idea=self.cases[recalled + recalls_in_flight])
+        n_drafts = len(journal.draft_nodes) - recalled + drafts_in_flight
+        if n_drafts + recalled + recalls_in_flight < self.num_drafts:
+            return Proposal(Operator.DRAFT, None, self.base_temperature,
+                            idea=draft_idea(n_drafts, self.ideas))
         debuggable = [
             leaf
             for leaf in journal.buggy_leaves
@@ -105,17 +96,8 @@ class GreedyPolicy:
             return Proposal(Operator.DEBUG, leaf.node_id, self.base_temperature)
         if any(op in LLM_STEPS for op, _ in taken):
             return None  # a step in flight may give something to improve or debug: wait for it
-        return draft
-
-    def _recall(self, journal: Journal, case_id: str) -> Proposal | None:
-        """The recall of a case: a child of its case node when that ran here, a root when it
-        failed or is not run; None while the floor has yet to run it (wait: seconds)."""
-        case = next((n for n in journal
-                     if n.operator is Operator.CASE and n.hint == case_id), None)
-        if self.case_nodes and case is None:
-            return None
-        parent = case.node_id if case is not None and case.is_ok else None
-        return Proposal(Operator.RECALL, parent, self.base_temperature, idea=case_id)
+        return Proposal(Operator.DRAFT, None, self.base_temperature,
+                        idea=draft_idea(n_drafts, self.ideas))
 
 
 def debug_temperature(base: float, depth: int) -> float:

@@ -229,9 +229,6 @@ class MCTSPolicy:
     max_debug_per_node: int = 2
     # retrieved cases (--memory): a recall root for each, in the first root slots
     cases: tuple[str, ...] = ()
-    # Accepted like debug_prob: a recall here is always a root (UCT's tree has no case
-    # nodes), so it never waits for the floor's run of its case as greedy's does
-    case_nodes: bool = False
     name: str = "mcts"
 
     def __post_init__(self) -> None:
