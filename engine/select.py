@@ -171,7 +171,9 @@ def select_confirmed(task: PreparedTask, journal: Journal,
                   "paired bootstrap resamples of valid",
         "search_best": best.node_id if best else None, "candidates": [],
     }
-    baseline = next((n for n in journal.eligible_nodes if n.operator is Operator.BASELINE), None)
+    baseline = journal.baseline()
+    if baseline is not None and not journal.is_eligible(baseline):
+        baseline = None
     if best is None or baseline is None or best is baseline:
         record["winner"] = best.node_id if best else None
         record["note"] = ("the baseline root has the best valid score" if best is baseline else

@@ -23,6 +23,7 @@ class Journal:
         self._children: dict[str | None, list[str]] = {}
         self._hashes: dict[str, str] = {}
         self._best: Node | None = None
+        self._baseline: Node | None = None
         self._chosen: Node | None = None
         for node in nodes or ():
             self.add(node)
@@ -38,6 +39,9 @@ class Journal:
             self._hashes.setdefault(node.code_hash, node.node_id)
         if self.is_eligible(node) and (self._best is None or _key(node) > _key(self._best)):
             self._best = node
+        if (self._baseline is None and node.operator is Operator.BASELINE and node.is_ok
+                and node.parent_id is None):
+            self._baseline = node
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -92,8 +96,7 @@ class Journal:
 
     def baseline(self) -> Node | None:
         """The engine's baseline root, when it ran: what a node's gain is measured against."""
-        return next((n for n in self.children(None)
-                     if n.operator is Operator.BASELINE and n.is_ok), None)
+        return self._baseline
 
     def beats_baseline(self, node: Node) -> bool:
         """Whether a node ran and its valid score is better than the baseline root's."""
