@@ -1,7 +1,7 @@
 """The solution memory: what finished runs leave for later ones (issue 21, seed 004).
 
     python -m engine.memory show [--memory PATH]
-    python -m engine.memory add runs/<id> [runs/<id> ...]
+    python -m engine.memory add runs/<id> [runs/<id> ...] [--shipped]
     python -m engine.memory rebuild [RUNS_DIR ...] [--shipped]
 
 A SQLite file, by default `$XDG_CACHE_HOME/treeml/memory.sqlite` (~/.cache/...), `--memory`
@@ -46,7 +46,10 @@ from search.node import Operator, code_hash
 OFF = "off"
 SHIPPED = Path(__file__).with_name("memory_shipped.jsonl")
 CASES_PER_RUN = 3  # stored per run
-RECALLED_CASES = 2  # at most, retrieved per run: a recall draft each, in its root slots
+RECALLED_CASES = 2  # at most, per run: a recall draft each, in its root slots
+# Retrieved per run when the floor runs cases as stored (engine-run, seconds each): the recall
+# adapts the one that did best here (search/greedy.py)
+TRIED_CASES = 3
 _NOT_CASES = (Operator.BASELINE, Operator.ENSEMBLE, Operator.ANALYZE, Operator.INSIGHTS)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (fingerprint TEXT PRIMARY KEY, dataset TEXT, task_type TEXT,
@@ -202,6 +205,27 @@ class Memory:
                            [(f["fix_id"], learned.run_id, f["fingerprint"], f["error"],
                              f["failed"], f["fixed"]) for f in learned.fixes])
 
+    def load(self, records: Iterable[dict[str, Any]], run_id: str) -> None:
+        """Insert records in the shipped file's form (`records`), under one run id."""
+        with self._db() as db:
+            for r in records:
+                if r["kind"] == "task":
+                    db.execute("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?)",
+                               (r["fingerprint"], r["dataset"], r["task_type"], r["metric"],
+                                json.dumps(r["meta"])))
+                elif r["kind"] == "case":
+                    db.execute("INSERT OR REPLACE INTO cases VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               (r["case_id"], run_id, r["fingerprint"], r["operator"],
+                                r["metric"], r["gain"], r["code"]))
+                elif r["kind"] == "fix":
+                    db.execute("INSERT OR REPLACE INTO fixes VALUES (?, ?, ?, ?, ?, ?)",
+                               (r["fix_id"], run_id, r["fingerprint"], r["error"], r["failed"],
+                                r["fixed"]))
+
+    def add_all(self, runs: Iterable[RunMemory]) -> None:
+        for one in runs:
+            self.add(one)
+
     def clear(self) -> None:
         with self._db() as db:
             for table in ("tasks", "runs", "cases", "fixes"):
@@ -268,6 +292,17 @@ def run_dirs(roots: Iterable[Path]) -> list[Path]:
     return sorted(set(found), key=lambda p: (p.name, str(p)))
 
 
+def write_shipped(to: Path, runs: list[RunMemory], keep: list[dict[str, Any]]) -> None:
+    """The shipped file: `keep` (records already shipped) and `runs`, through a scratch store
+    so the same replace rules hold as in a user's."""
+    with tempfile.TemporaryDirectory() as scratch:
+        target = Memory(Path(scratch) / "memory.sqlite")
+        target.load(keep, run_id="shipped")
+        target.add_all(runs)
+        text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in target.records())
+    to.write_text(text, encoding="utf-8")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m engine.memory",
                                      description="Show or fill the solution memory.")
@@ -277,6 +312,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("show", help="what the memory holds: tasks, cases, fixes")
     add = sub.add_parser("add", help="add finished runs")
     add.add_argument("runs", nargs="+", type=Path, help="run directories, runs/<id>")
+    add.add_argument("--shipped", action="store_true",
+                     help=f"add them to the project's shipped memory ({SHIPPED.name}) instead")
+    add.add_argument("--to", type=Path, default=SHIPPED, metavar="FILE",
+                     help="with --shipped: the file read and written (default: the project's)")
     rebuild = sub.add_parser("rebuild", help="empty the memory and add every run found")
     rebuild.add_argument("roots", nargs="*", type=Path, default=[Path("runs")],
                          help="folders searched for run directories (default: runs)")
@@ -305,43 +344,46 @@ def show(records: list[dict[str, Any]], where: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        path = resolve(args.memory)
-        if path is None:
-            raise UserError("the memory is off (--memory off): name a file to use one")
-        memory = Memory(path)
-        if args.command == "show":
-            print(show(memory.records(), str(path)))
-            print(show(shipped_records(), f"shipped ({SHIPPED})"))
-        elif args.command == "add":
-            for run_dir in args.runs:
-                learned = extract(run_dir)
-                memory.add(learned)
-                print(f"added {run_dir}: {len(learned.cases)} cases, {len(learned.fixes)} "
-                      "fixes")
-        else:
+        if args.command == "add":
+            runs = [extract(d) for d in args.runs]  # all read before anything is written
+            if args.shipped:
+                write_shipped(args.to, runs, shipped_records(args.to))
+            else:
+                _store(args.memory).add_all(runs)
+            where = args.to if args.shipped else resolve(args.memory)
+            for run_dir, learned in zip(args.runs, runs, strict=True):
+                print(f"added {run_dir} to {where}: {len(learned.cases)} cases, "
+                      f"{len(learned.fixes)} fixes")
+        elif args.command == "rebuild":
             dirs = run_dirs(args.roots)
             if not dirs:
                 raise UserError("no run directory under " + ", ".join(map(str, args.roots)))
             runs = [extract(d) for d in dirs]  # all read before anything is replaced
-            if args.shipped:  # through a scratch store: the same replace rules as a user's
-                with tempfile.TemporaryDirectory() as scratch:
-                    target = Memory(Path(scratch) / "memory.sqlite")
-                    for one in runs:
-                        target.add(one)
-                    text = "".join(json.dumps(r, sort_keys=True) + "\n"
-                                   for r in target.records())
-                args.to.write_text(text, encoding="utf-8")
+            if args.shipped:
+                write_shipped(args.to, runs, keep=[])
             else:
+                memory = _store(args.memory)
                 memory.clear()
-                for one in runs:
-                    memory.add(one)
-            print(f"rebuilt {args.to if args.shipped else path} from {len(dirs)} runs: "
-                  f"{sum(len(one.cases) for one in runs)} cases, "
+                memory.add_all(runs)
+            print(f"rebuilt {args.to if args.shipped else resolve(args.memory)} from "
+                  f"{len(dirs)} runs: {sum(len(one.cases) for one in runs)} cases, "
                   f"{sum(len(one.fixes) for one in runs)} fixes")
+        else:
+            memory = _store(args.memory)
+            print(show(memory.records(), str(memory.path)))
+            print(show(shipped_records(), f"shipped ({SHIPPED})"))
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_code(exc)
     return 0
+
+
+def _store(setting: str | None) -> Memory:
+    """The user's store that a command reads or writes (the shipped file needs none)."""
+    path = resolve(setting)
+    if path is None:
+        raise UserError("the memory is off (--memory off): name a file to use one")
+    return Memory(path)
 
 
 if __name__ == "__main__":

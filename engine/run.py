@@ -36,6 +36,7 @@ from engine.fitted import FittedAnswer, fit_answer, keep, saved_answer
 from engine.folds import HOLDOUT, Folds, dev_frame, dev_labels, make_folds
 from engine.memory import (
     RECALLED_CASES,
+    TRIED_CASES,
     Memory,
     Recollection,
     fingerprint,
@@ -127,19 +128,20 @@ def request_config(text: str, overrides: dict[str, Any], console: Console) -> Ru
     return RunConfig(**request.config_values())
 
 
-def retrieve(task: PreparedTask, config: RunConfig, console: Console, roots: int
+def retrieve(task: PreparedTask, config: RunConfig, console: Console, recalls: int
              ) -> tuple[Recollection, dict[str, Any]]:
     """The cases (nearest other tasks' working code) and fixes this run may use, from the
-    memory (engine/memory.py); and the record of them for the manifest and summary. Each case
-    runs as stored (the floor) and is adapted by a recall draft, which takes one of the
-    policy's `roots` draft slots."""
+    memory (engine/memory.py); and the record of them for the manifest and summary. With the
+    floor, TRIED_CASES cases run as stored and `recalls` recall drafts adapt the best of them
+    here; without it, the `recalls` nearest are recalled."""
     path = resolve(config.memory)
     if path is None:
         return Recollection(), {"store": "off"}
     mark = fingerprint(task)
     memory = recall(path)
     cases = nearest_cases(meta_features(task.train, task.target, task.task_type), mark,
-                          task.task_type, memory.cases, k=min(RECALLED_CASES, roots),
+                          task.task_type, memory.cases,
+                          k=TRIED_CASES if config.floor else recalls,
                           needs_proba=task.metric.needs_proba)
     fixes = tuple(f for f in memory.fixes if f.fingerprint != mark)
     record = {"store": str(path), "fingerprint": mark, "fixes": len(fixes),
@@ -378,13 +380,14 @@ def search(store: RunStore, task: PreparedTask, config: RunConfig,
     # Each start gets its own seed stream, so a resumed run does not replay the first one.
     seed = config.seed + 1000 * len(starts)
     drafts = config.num_drafts if config.num_drafts is not None else 1 if config.floor else 3
-    recalled, memory_record = retrieve(task, config, console, drafts)
+    recalls = min(RECALLED_CASES, drafts)
+    recalled, memory_record = retrieve(task, config, console, recalls)
     requeue = still_recalled(requeue, recalled.cases)
     policy = make_policy(config.policy, seed=seed, num_drafts=drafts,
                          debug_prob=config.debug_prob, max_debug_depth=config.max_debug_depth,
                          # the floor tunes and ensembles: the model is asked for features
                          ideas=idea_pool(config.floor, task.has_text_features),
-                         cases=recalled.case_ids)
+                         cases=recalled.case_ids, recalls=recalls, case_nodes=config.floor)
     floor = None
     if config.floor or config.ensemble:
         floor = Floor(seed, cases=recalled.case_ids if config.floor else (),

@@ -4,8 +4,8 @@ On 2 cores the executor sat idle 89 % of a run while the LLM thought. Whenever a
 nothing LLM-written to run, the loop asks the floor:
 
 0. the retrieved cases (--memory), each run as stored: other tasks' working code, which names
-   no column and so runs here as it is. It needs no LLM call, so it runs while the LLM is still
-   writing its recall of the same case (the recall is the LLM's adaptation, a separate node);
+   no column and so runs here as it is, with no LLM call. Greedy's recall (the LLM's
+   adaptation, a separate node) waits for them and adapts the one that did best here;
 1. the portfolio (`search.families.PORTFOLIO`): fixed, diverse configurations, cheapest first;
 2. then Optuna trials, asked and told here (the driver), run by the executors: TPE over the
    hyperparameters of what does best so far, two trials of the best for one of the runner-up.

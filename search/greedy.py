@@ -1,9 +1,14 @@
 """Greedy AIDE-style policy: draft a few roots, then debug buggy leaves or improve the best.
 
-With retrieved cases (--memory), the first roots are recall drafts, one per case: the
+With retrieved cases (--memory), the first roots are recall drafts (at most `recalls`): the
 LLM adapts another task's working code. They take the first of the `num_drafts` root slots
 rather than adding roots ahead of them, so a case never delays the first improve step:
-generated drafts fill the slots left.
+generated drafts fill the slots left. With `case_nodes` (the floor runs every retrieved case
+as stored, search/floor.py, seconds after the start) the recall adapts the case that did best
+*here*: the first that beats the baseline root, or the best once all have run. Which case
+works here is not known from the meta-features: the nearest case beat the baseline root in 8
+of 12 runs (benchmarks/results/memory-2026-11-26d), and the 1.5B model's recall of a case
+that did not beat it never did either.
 
 Ensembles, the portfolio and tuning are the engine's own work (search/floor.py), not the
 policy's.
@@ -37,9 +42,11 @@ class GreedyPolicy:
     max_debug_depth: int = 3
     base_temperature: float = 0.7
     ideas: str = "all"  # draft and improvement idea pools (search.ideas.IDEA_POOLS)
-    # Retrieved cases (--memory): ids of other tasks' working code; each is adapted by one
-    # recall draft, in the first root slots
+    # Retrieved cases (--memory): ids of other tasks' working code, nearest first; up to
+    # `recalls` of them (None: all) are adapted by recall drafts, in the first root slots
     cases: tuple[str, ...] = ()
+    recalls: int | None = None
+    case_nodes: bool = False  # the floor runs each case as stored: recall the best here
     name: str = "greedy"
 
     def __post_init__(self) -> None:
@@ -64,12 +71,18 @@ class GreedyPolicy:
     def _one(self, journal: Journal, taken: Mapping[InFlightKey, int]) -> Proposal | None:
         drafts_in_flight = taken.get((Operator.DRAFT, None), 0)
         recalls_in_flight = taken.get((Operator.RECALL, None), 0)
-        recalled = sum(n.operator is Operator.RECALL for n in journal.draft_nodes)
-        if recalled + recalls_in_flight < len(self.cases):
-            return Proposal(Operator.RECALL, None, self.base_temperature,
-                            idea=self.cases[recalled + recalls_in_flight])
-        n_drafts = len(journal.draft_nodes) - recalled + drafts_in_flight
-        if n_drafts + recalled + recalls_in_flight < self.num_drafts:
+        recalled = [n.hint for n in journal.draft_nodes if n.operator is Operator.RECALL]
+        n_drafts = len(journal.draft_nodes) - len(recalled) + drafts_in_flight
+        recalls = len(self.cases) if self.recalls is None else min(self.recalls,
+                                                                    len(self.cases))
+        if len(recalled) + recalls_in_flight < recalls:
+            case_id = self._case_to_recall(journal, recalled, recalls_in_flight)
+            if case_id is not None:
+                return Proposal(Operator.RECALL, None, self.base_temperature, idea=case_id)
+            # Its cases are yet to run here (seconds): a draft may take a slot they leave.
+            if n_drafts + recalls >= self.num_drafts:
+                return None
+        if n_drafts + len(recalled) + recalls_in_flight < self.num_drafts:
             return Proposal(Operator.DRAFT, None, self.base_temperature,
                             idea=draft_idea(n_drafts, self.ideas))
         debuggable = [
@@ -98,6 +111,25 @@ class GreedyPolicy:
             return None  # a step in flight may give something to improve or debug: wait for it
         return Proposal(Operator.DRAFT, None, self.base_temperature,
                         idea=draft_idea(n_drafts, self.ideas))
+
+
+    def _case_to_recall(self, journal: Journal, recalled: list[str],
+                        in_flight: int) -> str | None:
+        """The case the next recall adapts; None: wait for the floor's case nodes. Without
+        them, the nearest not yet recalled. With them, of those that ran ok here, the best
+        once one beats the baseline root or every case has run; the nearest when none ran ok.
+        A recall in flight hides which case it took, so the next waits for it."""
+        left = [c for c in self.cases if c not in recalled]
+        if not self.case_nodes:
+            return left[in_flight] if in_flight < len(left) else None
+        if in_flight or not left:
+            return None
+        ran = {n.hint: n for n in journal if n.operator is Operator.CASE and n.hint in left}
+        ok = sorted((n for n in ran.values() if n.is_ok and n.metric is not None),
+                    key=lambda n: (-(n.metric or 0.0), left.index(n.hint)))
+        if ok and (journal.beats_baseline(ok[0]) or len(ran) == len(left)):
+            return ok[0].hint
+        return left[0] if len(ran) == len(left) else None
 
 
 def debug_temperature(base: float, depth: int) -> float:

@@ -227,8 +227,12 @@ class MCTSPolicy:
     widening_k: float = 1.0
     widening_alpha: float = 0.5
     max_debug_per_node: int = 2
-    # retrieved cases (--memory): a recall root for each, in the first root slots
+    # retrieved cases (--memory), nearest first: a recall root for each of the first
+    # `recalls` (None: all), in the first root slots. MCTS recalls the nearest; it does not
+    # wait for the floor's case nodes (`case_nodes`, accepted like greedy's) to pick one.
     cases: tuple[str, ...] = ()
+    recalls: int | None = None
+    case_nodes: bool = False
     name: str = "mcts"
 
     def __post_init__(self) -> None:
@@ -255,11 +259,16 @@ class MCTSPolicy:
     def observe(self, node: Node) -> None:
         """Nothing to do: statistics are rebuilt from the Journal, the one source of truth."""
 
+    @property
+    def recalled(self) -> tuple[str, ...]:
+        """The cases recall roots adapt."""
+        return self.cases if self.recalls is None else self.cases[:self.recalls]
+
     def _select(self, tree: _Tree) -> tuple[Proposal, int]:
         i = ROOT
         while True:
             if i == ROOT:
-                if (tree.drafts < max(self.num_drafts, len(self.cases))
+                if (tree.drafts < max(self.num_drafts, len(self.recalled))
                         or tree.widening_allows(ROOT, tree.drafts)
                         or tree.live_children[ROOT] == 0):
                     return self._draft(tree), ROOT
@@ -284,9 +293,9 @@ class MCTSPolicy:
         return best[0] if len(best) == 1 else self._rng.choice(best)
 
     def _draft(self, tree: _Tree) -> Proposal:
-        if tree.recalls < len(self.cases):  # retrieved cases first, one recall root each
+        if tree.recalls < len(self.recalled):  # retrieved cases first, a recall root each
             return Proposal(Operator.RECALL, None, self.base_temperature,
-                            idea=self.cases[tree.recalls])
+                            idea=self.recalled[tree.recalls])
         return Proposal(Operator.DRAFT, None, self.base_temperature,
                         idea=draft_idea(tree.drafts - tree.recalls, self.ideas))
 

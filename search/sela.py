@@ -266,6 +266,8 @@ class SelaPolicy:
     # Accepted like num_drafts, and unused: a SELA rollout follows its insight path, the
     # baseline it reproduces has no memory
     cases: tuple[str, ...] = ()
+    recalls: int | None = None
+    case_nodes: bool = False
     name: str = "sela"
 
     def __post_init__(self) -> None:

@@ -17,12 +17,14 @@ from benchmarks.memory import answer_gain_interval, measure, table
 from engine.memory import (
     ENV,
     Memory,
+    RunMemory,
     default_path,
     names_a_column,
     recall,
     recollect,
     resolve,
     shipped_records,
+    write_shipped,
 )
 from engine.memory import main as memory_main
 from engine.run import main as run_main
@@ -133,6 +135,60 @@ def test_policies_recall_each_case_once_in_the_first_root_slots() -> None:
         Journal(), 2, {})] == [Operator.RECALL, Operator.DRAFT]  # nothing to expand yet
 
 
+def test_greedy_recalls_the_case_that_did_best_here_once_the_floor_ran_them() -> None:
+    def ran(journal: Journal, case_id: str, metric: float | None) -> None:
+        status = Status.OK if metric is not None else Status.BUGGY
+        journal.add(replace(make_node(f"n-{case_id}", operator=Operator.CASE, status=status,
+                                      metric=metric), hint=case_id))
+
+    def first(policy: GreedyPolicy, journal: Journal,
+              in_flight: dict[tuple[Operator, str | None], int] | None = None
+              ) -> tuple[Operator, str] | None:
+        proposals = policy.propose(journal, 1, in_flight or {})
+        return (proposals[0].operator, proposals[0].idea) if proposals else None
+
+    policy = GreedyPolicy(num_drafts=1, cases=("c1", "c2", "c3"), recalls=1, case_nodes=True)
+    journal = Journal()
+    journal.add(make_node("base", operator=Operator.BASELINE, metric=-5.0))
+    assert first(policy, journal) is None  # no case has run here yet: the LLM waits
+    ran(journal, "c1", -6.0)  # the nearest runs, worse than the baseline root
+    assert first(policy, journal) is None
+    ran(journal, "c2", -4.0)  # beats it: recalled at once, c3 not waited for
+    assert first(policy, journal) == (Operator.RECALL, "c2")
+    busy = first(policy, journal, {(Operator.RECALL, None): 1})  # a second LLM worker
+    assert busy is not None and busy[0] is Operator.IMPROVE  # one recall only
+    journal.add(replace(make_node("r", operator=Operator.RECALL, metric=-4.5), hint="c2"))
+    assert (first(policy, journal) or (None,))[0] is Operator.IMPROVE
+    # None beats it: the best that ran, once all have; none ran ok: the nearest.
+    for outcomes, chosen in (((-6.0, -7.0, None), "c1"), ((None, -7.0, -6.5), "c3"),
+                             ((None, None, None), "c1")):
+        journal = Journal()
+        journal.add(make_node("base", operator=Operator.BASELINE, metric=-5.0))
+        for case_id, metric in zip(("c1", "c2", "c3"), outcomes, strict=True):
+            assert first(policy, journal) is None
+            ran(journal, case_id, metric)
+        assert first(policy, journal) == (Operator.RECALL, chosen)
+    # Two recalls: the second waits for the first (its case is not in the in-flight key),
+    # then takes the next best; a generated draft fills a slot the cases leave.
+    two = GreedyPolicy(num_drafts=3, cases=("c1", "c2"), recalls=2, case_nodes=True)
+    journal = Journal()
+    journal.add(make_node("base", operator=Operator.BASELINE, metric=-5.0))
+    assert [p.operator for p in two.propose(journal, 3, {})] == [Operator.DRAFT]
+    ran(journal, "c1", -5.5)
+    ran(journal, "c2", -4.0)
+    proposals = two.propose(journal, 3, {(Operator.DRAFT, None): 1})
+    assert [(p.operator, p.idea) for p in proposals] == [(Operator.RECALL, "c2")]
+    journal.add(replace(make_node("r2", operator=Operator.RECALL, metric=-4.2), hint="c2"))
+    assert first(two, journal, {(Operator.DRAFT, None): 1}) == (Operator.RECALL, "c1")
+    # Without case nodes (no floor) the nearest is recalled at once; MCTS recalls the nearest.
+    nearest = GreedyPolicy(num_drafts=1, cases=("c1", "c2", "c3"), recalls=1)
+    assert first(nearest, Journal()) == (Operator.RECALL, "c1")
+    mcts = MCTSPolicy(num_drafts=1, cases=("c1", "c2", "c3"), recalls=1, case_nodes=True)
+    proposals = mcts.propose(Journal(), 2, {})
+    assert [p.operator for p in proposals] == [Operator.RECALL, Operator.DRAFT]
+    assert proposals[0].idea == "c1"
+
+
 def test_prompts_carry_the_case_and_the_fix() -> None:
     remembered = case("c1", "t1")
     fix = Fix("f1", "t1", "ValueError: could not convert string to float: 'x'",
@@ -236,7 +292,14 @@ def test_runs_remember_and_recall_across_tasks(tmp_path: Path, monkeypatch: pyte
     shipped = tmp_path / "shipped.jsonl"
     assert memory_main(["--memory", str(store), "rebuild", str(tmp_path), "--shipped",
                         "--to", str(shipped)]) == 0
-    assert recollect(json.loads(line) for line in shipped.read_text().splitlines()).cases
+    rebuilt = shipped_records(shipped)
+    assert recollect(rebuilt).cases
+    # A run added to the shipped file by hand: what it held stays, the run's task joins it.
+    only_first = tmp_path / "first.jsonl"
+    assert memory_main(["rebuild", str(first), "--shipped", "--to", str(only_first)]) == 0
+    assert memory_main(["add", str(second), str(again), "--shipped", "--to",
+                        str(only_first)]) == 0
+    assert shipped_records(only_first) == rebuilt
 
 
 def test_a_resumed_run_drops_recalls_of_cases_it_no_longer_retrieves() -> None:
@@ -312,6 +375,28 @@ def test_the_shipped_memory_is_read_with_the_users(tmp_path: Path) -> None:
     assert all(c.gain > 0 and "def fit_predict" in c.code for c in shipped.cases)
     both = recall(tmp_path / "empty.sqlite")
     assert {c.case_id for c in both.cases} == {c.case_id for c in shipped.cases}
+
+
+def test_runs_add_to_the_shipped_memory_and_keep_what_it_held(tmp_path: Path) -> None:
+    shipped = tmp_path / "shipped.jsonl"
+    shipped.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in shipped_records()))
+    before = shipped_records(shipped)
+    task = {"fingerprint": "new", "dataset": "new.csv", "task_type": "binary",
+            "metric": "roc_auc", "meta": {"log_rows": 3.5}}
+    run = RunMemory("r1", "new", task,
+                    [{"case_id": "k1", "fingerprint": "new", "operator": "tune",
+                      "metric": "roc_auc", "gain": 0.02, "code": "def fit_predict(): ..."}],
+                    [{"fix_id": "f1", "fingerprint": "new", "error": "KeyError: x",
+                      "failed": "a", "fixed": "b"}])
+    write_shipped(shipped, [run], shipped_records(shipped))
+    after = shipped_records(shipped)
+    assert [r for r in after if r.get("fingerprint") != "new"] == before  # kept as it was
+    assert {(r["kind"], r.get("case_id", r.get("fix_id"))) for r in after
+            if r["fingerprint"] == "new"} == {("task", None), ("case", "k1"), ("fix", "f1")}
+    write_shipped(shipped, [run], shipped_records(shipped))  # added twice: held once
+    assert shipped_records(shipped) == after
+    write_shipped(shipped, [run], keep=[])  # a rebuild: only the runs given
+    assert len(shipped_records(shipped)) == 3
 
 
 def test_the_memory_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
