@@ -218,8 +218,8 @@ def memory_section(journal: Journal, record: dict[str, Any], metric: str) -> lis
     recalls = {n.hint: n for n in journal if n.operator is Operator.RECALL}
 
     def outcome(kind: str, node: Node | None) -> str:
-        if node is None:
-            return f"{kind} not run"
+        if node is None:  # a recall adapts the case that did best here, not every case
+            return "not recalled" if kind == "recall" else f"{kind} not run"
         if not node.is_ok:
             return f"{kind} {node.node_id} {node.status.value}: {node.error[:80]}"
         beat = " (beats the baseline)" if journal.beats_baseline(node) else ""

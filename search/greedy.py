@@ -112,7 +112,6 @@ class GreedyPolicy:
         return Proposal(Operator.DRAFT, None, self.base_temperature,
                         idea=draft_idea(n_drafts, self.ideas))
 
-
     def _case_to_recall(self, journal: Journal, recalled: list[str],
                         in_flight: int) -> str | None:
         """The case the next recall adapts; None: wait for the floor's case nodes. Without

@@ -29,6 +29,7 @@ from engine.memory import (
 from engine.memory import main as memory_main
 from engine.run import main as run_main
 from engine.run import still_recalled
+from engine.summary import memory_section
 from operators.context import TaskContext
 from operators.memory import (
     AS_STORED,
@@ -187,6 +188,24 @@ def test_greedy_recalls_the_case_that_did_best_here_once_the_floor_ran_them() ->
     proposals = mcts.propose(Journal(), 2, {})
     assert [p.operator for p in proposals] == [Operator.RECALL, Operator.DRAFT]
     assert proposals[0].idea == "c1"
+
+
+def test_the_summary_says_how_each_case_did_and_which_was_recalled() -> None:
+    journal = Journal()
+    journal.add(make_node("base", operator=Operator.BASELINE, metric=-5.0))
+    for case_id, metric in (("c1", -6.0), ("c2", -4.0)):
+        journal.add(replace(make_node(f"n-{case_id}", operator=Operator.CASE, metric=metric),
+                            hint=case_id, plan=f"{AS_STORED}: tune code of {case_id}.csv"))
+    journal.add(replace(make_node("r", operator=Operator.RECALL, metric=-4.5), hint="c2"))
+    record = {"store": "m.sqlite", "fixes": 0,
+              "cases": [{"case_id": c, "dataset": f"{c}.csv", "operator": "tune", "gain": 0.1}
+                        for c in ("c1", "c2")]}
+    lines = memory_section(journal, record, "rmse")
+    (first,) = [line for line in lines if line.startswith("- case c1")]
+    (second,) = [line for line in lines if line.startswith("- case c2")]
+    assert "as stored n-c1 ok, valid rmse -6" in first and first.endswith("not recalled")
+    assert "as stored n-c2 ok, valid rmse -4 (beats the baseline)" in second
+    assert "recall r ok, valid rmse -4.5 (beats the baseline)" in second
 
 
 def test_prompts_carry_the_case_and_the_fix() -> None:
