@@ -170,6 +170,21 @@ def _fixes(journal: Journal, mark: str) -> list[dict[str, Any]]:
     return fixes
 
 
+def _insert(db: sqlite3.Connection, run_id: str, tasks: Iterable[dict[str, Any]],
+            cases: Iterable[dict[str, Any]], fixes: Iterable[dict[str, Any]]) -> None:
+    """Rows of tasks, cases and fixes (a run's, or the shipped file's records), the cases and
+    fixes under `run_id`; a row already held under the same key is replaced."""
+    db.executemany("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?)",
+                   [(t["fingerprint"], t["dataset"], t["task_type"], t["metric"],
+                     json.dumps(t["meta"])) for t in tasks])
+    db.executemany("INSERT OR REPLACE INTO cases VALUES (?, ?, ?, ?, ?, ?, ?)",
+                   [(c["case_id"], run_id, c["fingerprint"], c["operator"], c["metric"],
+                     c["gain"], c["code"]) for c in cases])
+    db.executemany("INSERT OR REPLACE INTO fixes VALUES (?, ?, ?, ?, ?, ?)",
+                   [(f["fix_id"], run_id, f["fingerprint"], f["error"], f["failed"],
+                     f["fixed"]) for f in fixes])
+
+
 class Memory:
     """The SQLite store of one user (or of a test)."""
 
@@ -190,37 +205,20 @@ class Memory:
     def add(self, learned: RunMemory) -> None:
         """Add (or replace) one run's task, cases and fixes, in one transaction."""
         with self._db() as db:
-            task = learned.task
-            db.execute("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?)",
-                       (task["fingerprint"], task["dataset"], task["task_type"], task["metric"],
-                        json.dumps(task["meta"])))
             db.execute("DELETE FROM cases WHERE run_id = ?", (learned.run_id,))
             db.execute("DELETE FROM fixes WHERE run_id = ?", (learned.run_id,))
             db.execute("INSERT OR REPLACE INTO runs VALUES (?, ?, ?)",
                        (learned.run_id, learned.fingerprint, time.time()))
-            db.executemany("INSERT OR REPLACE INTO cases VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           [(c["case_id"], learned.run_id, c["fingerprint"], c["operator"],
-                             c["metric"], c["gain"], c["code"]) for c in learned.cases])
-            db.executemany("INSERT OR REPLACE INTO fixes VALUES (?, ?, ?, ?, ?, ?)",
-                           [(f["fix_id"], learned.run_id, f["fingerprint"], f["error"],
-                             f["failed"], f["fixed"]) for f in learned.fixes])
+            _insert(db, learned.run_id, [learned.task], learned.cases, learned.fixes)
 
     def load(self, records: Iterable[dict[str, Any]], run_id: str) -> None:
         """Insert records in the shipped file's form (`records`), under one run id."""
+        by_kind: dict[str, list[dict[str, Any]]] = {"task": [], "case": [], "fix": []}
+        for r in records:
+            if r["kind"] in by_kind:
+                by_kind[r["kind"]].append(r)
         with self._db() as db:
-            for r in records:
-                if r["kind"] == "task":
-                    db.execute("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?)",
-                               (r["fingerprint"], r["dataset"], r["task_type"], r["metric"],
-                                json.dumps(r["meta"])))
-                elif r["kind"] == "case":
-                    db.execute("INSERT OR REPLACE INTO cases VALUES (?, ?, ?, ?, ?, ?, ?)",
-                               (r["case_id"], run_id, r["fingerprint"], r["operator"],
-                                r["metric"], r["gain"], r["code"]))
-                elif r["kind"] == "fix":
-                    db.execute("INSERT OR REPLACE INTO fixes VALUES (?, ?, ?, ?, ?, ?)",
-                               (r["fix_id"], run_id, r["fingerprint"], r["error"], r["failed"],
-                                r["fixed"]))
+            _insert(db, run_id, by_kind["task"], by_kind["case"], by_kind["fix"])
 
     def add_all(self, runs: Iterable[RunMemory]) -> None:
         for one in runs:
@@ -348,9 +346,11 @@ def main(argv: list[str] | None = None) -> int:
             runs = [extract(d) for d in args.runs]  # all read before anything is written
             if args.shipped:
                 write_shipped(args.to, runs, shipped_records(args.to))
+                where = args.to
             else:
-                _store(args.memory).add_all(runs)
-            where = args.to if args.shipped else resolve(args.memory)
+                memory = _store(args.memory)
+                memory.add_all(runs)
+                where = memory.path
             for run_dir, learned in zip(args.runs, runs, strict=True):
                 print(f"added {run_dir} to {where}: {len(learned.cases)} cases, "
                       f"{len(learned.fixes)} fixes")
@@ -361,12 +361,14 @@ def main(argv: list[str] | None = None) -> int:
             runs = [extract(d) for d in dirs]  # all read before anything is replaced
             if args.shipped:
                 write_shipped(args.to, runs, keep=[])
+                where = args.to
             else:
                 memory = _store(args.memory)
                 memory.clear()
                 memory.add_all(runs)
-            print(f"rebuilt {args.to if args.shipped else resolve(args.memory)} from "
-                  f"{len(dirs)} runs: {sum(len(one.cases) for one in runs)} cases, "
+                where = memory.path
+            print(f"rebuilt {where} from {len(dirs)} runs: "
+                  f"{sum(len(one.cases) for one in runs)} cases, "
                   f"{sum(len(one.fixes) for one in runs)} fixes")
         else:
             memory = _store(args.memory)

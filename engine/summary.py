@@ -218,8 +218,8 @@ def memory_section(journal: Journal, record: dict[str, Any], metric: str) -> lis
     recalls = {n.hint: n for n in journal if n.operator is Operator.RECALL}
 
     def outcome(kind: str, node: Node | None) -> str:
-        if node is None:  # a recall adapts the case that did best here, not every case
-            return "not recalled" if kind == "recall" else f"{kind} not run"
+        if node is None:
+            return f"{kind} not run"
         if not node.is_ok:
             return f"{kind} {node.node_id} {node.status.value}: {node.error[:80]}"
         beat = " (beats the baseline)" if journal.beats_baseline(node) else ""
@@ -231,7 +231,9 @@ def memory_section(journal: Journal, record: dict[str, Any], metric: str) -> lis
                     if case_node is not None and recall is not None and recall.code else "")
         lines.append(f"- case {case['case_id']}: {case['operator']} code of {case['dataset']} "
                      f"(gain {case['gain']:+.3f} there): {outcome('as stored', case_node)}; "
-                     f"{outcome('recall', recall)}" + (f" ({replaced})" if replaced else ""))
+                     # a recall adapts the case that did best here, not every case
+                     + (outcome("recall", recall) if recall is not None else "not recalled")
+                     + (f" ({replaced})" if replaced else ""))
     if not record.get("cases"):
         lines.append("- no case retrieved (no other task of this type in the memory)")
     if record.get("added"):
