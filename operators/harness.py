@@ -73,8 +73,25 @@ def harness_head(ctx: TaskContext, all_folds: bool = False) -> str:
     return (head + PREPARE_SOURCE).replace("__TARGET__", repr(ctx.target))
 
 
+# Class labels of a label metric. A prediction with one float column per class is taken as
+# class probabilities and gives its most probable class: a remembered case written for a
+# probability metric (every shipped classification case) then runs unchanged on a label metric.
+_LABELS_FUNCTION = """
+
+def _treeml_labels(pred):
+    pred = np.asarray(pred)
+    if pred.ndim == 2 and pred.shape[1] == len(LABELS) > 1 and pred.dtype.kind == "f":
+        return np.asarray(LABELS, dtype=object)[pred.argmax(axis=1)]
+    return pred.reshape(len(pred), -1)[:, 0]
+
+"""
+
+
 def _frame_function(ctx: TaskContext) -> str:
-    labels = f"LABELS = {list(ctx.labels)!r}\n" if ctx.needs_proba else ""
+    classes = ctx.task_type != "regression"
+    labels = f"LABELS = {list(ctx.labels)!r}\n" if classes else ""
+    if classes and not ctx.needs_proba:
+        labels += _LABELS_FUNCTION
     if ctx.needs_proba:
         body = (
             "    if pred.ndim == 1:  # binary: probability of LABELS[1]\n"
@@ -86,6 +103,8 @@ def _frame_function(ctx: TaskContext) -> str:
             "    for i, label in enumerate(LABELS):\n"
             "        out[f\"proba_{label}\"] = pred[:, i]\n"
         )
+    elif classes:
+        body = "    out = pd.DataFrame({\"prediction\": _treeml_labels(pred)})\n"
     else:
         body = "    out = pd.DataFrame({\"prediction\": pred.reshape(len(pred), -1)[:, 0]})\n"
     return (
@@ -229,7 +248,7 @@ _MEAN_PROBA = """    arrays = []
 """
 
 # Weighted vote; a tie goes to the label of the earliest member among the tied.
-_VOTE = """    labels = [list(np.asarray(p).ravel()) for p in preds]
+_VOTE = """    labels = [list(_treeml_labels(p)) for p in preds]
     out = []
     for row in zip(*labels):
         score = {}

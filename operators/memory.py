@@ -99,13 +99,15 @@ def distance(a: Mapping[str, float], b: Mapping[str, float]) -> float:
 
 
 def compatible(case: Case, task_type: str, needs_proba: bool) -> bool:
-    """A regression case serves regression; a classifier serves classification that scores
-    the same kind of output (probabilities or labels): code returning probabilities, recalled
-    for a label metric, was returned unchanged by the 1.5B model and failed."""
+    """A regression case serves regression; a classifier serves classification whose metric
+    it can be scored by: code returning probabilities serves both kinds (for a label metric
+    the harness takes the most probable class, operators/harness.py), code returning labels
+    only a label metric."""
     if (case.task_type == "regression") != (task_type == "regression"):
         return False
     spec = METRICS.get(case.metric)
-    return task_type == "regression" or (spec is not None and spec.needs_proba == needs_proba)
+    return task_type == "regression" or (spec is not None and (spec.needs_proba
+                                                               or not needs_proba))
 
 
 def nearest_cases(meta: Mapping[str, float], fingerprint: str, task_type: str,

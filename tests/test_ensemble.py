@@ -88,6 +88,15 @@ def test_vote_of_labels_breaks_ties_toward_the_best_member() -> None:
     assert heavy.prediction.tolist() == ["a", "a", "c"]  # the first member outweighs the rest
 
 
+def test_a_member_returning_probabilities_votes_for_its_most_probable_class() -> None:
+    # A remembered case written for a probability metric runs unchanged on a label metric.
+    ctx = TaskContext(preview="", target="y", task_type="multiclass", metric="f1_weighted",
+                      maximize=True, labels=("a", "b", "c"))
+    proba = "[[0.1, 0.7, 0.2], [0.6, 0.3, 0.1], [0.2, 0.2, 0.6]], [[1.0, 0.0, 0.0]] * 2"
+    out = run_ensemble(ctx, [proba, "['a', 'a', 'a'], ['a', 'a']", proba], [1, 1, 1])
+    assert out.prediction.tolist() == ["b", "a", "c"]
+
+
 def fit_predict_reply(estimator: str) -> str:
     return (f"A {estimator}.\n```python\nfrom sklearn.ensemble import {estimator}\n\n"
             "def fit_predict(X, y, X_valid, X_test):\n"

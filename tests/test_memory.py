@@ -67,10 +67,13 @@ def test_a_task_never_retrieves_itself_and_the_nearest_task_comes_first() -> Non
              case("labels", "t5", task_type="binary", metric="f1")]
     found = nearest_cases(META, "me", "regression", cases, k=5)
     assert [c.case_id for c in found] == ["near", "far"]  # one per task, gain > 0, same type
-    # Classification: only code that returns what this task's metric scores.
+    # Classification: only code whose output this task's metric can score: probabilities
+    # serve a label metric too (the harness takes the most probable class), labels do not
+    # serve a probability metric.
     assert [c.case_id for c in nearest_cases(META, "me", "multiclass", cases,
                                              needs_proba=True)] == ["classifier"]
-    assert [c.case_id for c in nearest_cases(META, "me", "binary", cases)] == ["labels"]
+    assert [c.case_id for c in nearest_cases(META, "me", "binary", cases,
+                                             k=5)] == ["classifier", "labels"]
 
 
 def test_a_reply_replaced_the_cases_model_when_it_no_longer_calls_its_classes() -> None:

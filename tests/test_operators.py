@@ -81,6 +81,28 @@ def test_harness_for_probabilities(tmp_path) -> None:
     assert lines == ["prediction,proba_no,proba_yes", "no,0.8,0.2", "yes,0.09999999999999998,0.9"]
 
 
+def test_harness_for_labels_takes_the_most_probable_class_of_probabilities(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    ctx = TaskContext("p", "y", "binary", "f1", True, ("no", "yes"))
+    (tmp_path / "input").mkdir()
+    (tmp_path / "input" / "train.csv").write_text("a,y\n1,no\n3,yes\n")
+    (tmp_path / "input" / "valid.csv").write_text("a\n0.2\n0.9\n")
+    (tmp_path / "input" / "test.csv").write_text("a\n0.7\n")
+    returns = {  # what fit_predict returns for valid -> the labels written
+        "np.column_stack([1 - X_valid.a, X_valid.a]), np.zeros((1, 2))": ["no", "yes"],
+        "np.array(['yes', 'no']), np.array(['no'])": ["yes", "no"],  # labels stay labels
+        "np.array([[1], [0]]), np.array([[0]])": ["1", "0"],  # one column is not a class each
+    }
+    for body, labels in returns.items():
+        fit = f"def fit_predict(X, y, X_valid, X_test):\n    return {body}\n"
+        (tmp_path / "s.py").write_text(assemble(ctx, fit))
+        subprocess.run([sys.executable, "s.py"], cwd=tmp_path, check=True)
+        lines = (tmp_path / "submission" / "valid.csv").read_text().split()
+        assert lines == ["prediction", *labels], body
+
+
 def test_prompts_share_a_byte_identical_prefix() -> None:
     j = Journal([make_node("a", metric=-5.0), make_node("b", status=Status.BUGGY, step=1)])
     prompts = [
