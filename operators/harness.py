@@ -88,10 +88,7 @@ def _treeml_labels(pred):
 
 
 def _frame_function(ctx: TaskContext) -> str:
-    classes = ctx.task_type != "regression"
-    labels = f"LABELS = {list(ctx.labels)!r}\n" if classes else ""
-    if classes and not ctx.needs_proba:
-        labels += _LABELS_FUNCTION
+    labels = f"LABELS = {list(ctx.labels)!r}\n" if ctx.task_type != "regression" else ""
     if ctx.needs_proba:
         body = (
             "    if pred.ndim == 1:  # binary: probability of LABELS[1]\n"
@@ -103,7 +100,8 @@ def _frame_function(ctx: TaskContext) -> str:
             "    for i, label in enumerate(LABELS):\n"
             "        out[f\"proba_{label}\"] = pred[:, i]\n"
         )
-    elif classes:
+    elif ensemble_vote(ctx):  # labels; the ensemble's vote uses _treeml_labels too
+        labels += _LABELS_FUNCTION
         body = "    out = pd.DataFrame({\"prediction\": _treeml_labels(pred)})\n"
     else:
         body = "    out = pd.DataFrame({\"prediction\": pred.reshape(len(pred), -1)[:, 0]})\n"
