@@ -20,7 +20,12 @@ where it cannot separate the arms. With two seeds or more in both arms, a second
 each task's memory gain (of the seeds' mean test scores) against how far each arm's own seeds
 lie apart, and pairs each arm's first and last seed like the two arms (an A/A pair): how often
 two runs of the same arm differ beyond the test-row interval says what that interval is worth
-as evidence about the memory.
+as evidence about the memory. The seeds of a task share its test rows, so a gain beyond the
+spread can still rest on one of them: the table also gives the gain without the test row that
+moves it most, and counts a gain beyond the spread only when it stays beyond without that row.
+
+Several pairs of arms (`OFF ON OFF ON ...`) give one table: runs made with another
+`--split-seed` (another test split of the same tasks) are paired within their own split.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from benchmarks.stats import paired_interval, share, sign_test
@@ -38,6 +44,7 @@ from engine.runs import open_run
 from engine.scoring import read_submission
 from engine.select import resample_counts, resampled_scores
 from engine.store import RunStore
+from engine.task import PreparedTask
 from operators.harness import model_part
 from operators.memory import as_stored, replaced_model
 from search.metric import METRICS
@@ -80,29 +87,59 @@ def arm(folder: Path) -> pd.DataFrame:
     results = pd.read_parquet(folder / "results.parquet")
     results = results[results.kind == "policy"]
     rows = []
-    for row in results.itertuples():
-        run_dir = Path(str(row.run_dir))
-        rows.append({"task": row.task, "seed": row.seed, "metric": row.metric,
-                     "test": row.test, "run_dir": str(run_dir), **measure(run_dir)})
+    for row in results.to_dict("records"):
+        run_dir = Path(str(row["run_dir"]))
+        rows.append({"task": row["task"], "split_seed": int(row.get("split_seed", 0)),
+                     "seed": row["seed"], "metric": row["metric"], "test": row["test"],
+                     "run_dir": str(run_dir), **measure(run_dir)})
     return pd.DataFrame(rows)
+
+
+def _answer(run_dir: Path) -> tuple[PreparedTask, pd.Series, pd.DataFrame] | None:
+    """A run's task, its test labels and its answer's kept test predictions; None when the
+    predictions are missing."""
+    store = RunStore.open(run_dir)
+    task = store.load_task()
+    answer = store.read_best("test")
+    if answer is None:
+        return None
+    return task, task.test_y.reset_index(drop=True), read_submission(task, answer, "test")
 
 
 def answer_gain_interval(off_dir: Path, on_dir: Path) -> tuple[float, float] | None:
     """95% paired bootstrap interval of the memory arm's test gain over the off arm's (the
-    answers' kept test predictions, scored on the same resampled rows; positive is better);
-    None when either answer's predictions are missing or the arms' test rows differ."""
-    off, on = RunStore.open(off_dir), RunStore.open(on_dir)
-    task = off.load_task()
-    truth = task.test_y.reset_index(drop=True)
-    if not truth.equals(on.load_task().test_y.reset_index(drop=True)):
+    answers' kept test predictions, scored on the same resampled test rows; positive is
+    better); None when either answer's predictions are missing or the arms' test rows differ."""
+    off, on = _answer(off_dir), _answer(on_dir)
+    if off is None or on is None or not off[1].equals(on[1]):
         return None
-    answers = [off.read_best("test"), on.read_best("test")]
-    if any(a is None for a in answers):
-        return None
+    task, truth, _ = off
     counts = resample_counts(len(truth), INTERVAL_RESAMPLES)
-    off_scores, on_scores = (
-        resampled_scores(task, read_submission(task, a, "test"), counts, truth) for a in answers)
+    off_scores, on_scores = (resampled_scores(task, answer[2], counts, truth)
+                             for answer in (off, on))
     return paired_interval(off_scores, on_scores, task.metric.maximize)
+
+
+def left_out_scores(run_dir: Path) -> tuple[pd.Series, np.ndarray] | None:
+    """A run's test labels and its answer's raw test score with each test row left out in
+    turn (score i lacks row i); None when the answer's predictions are missing."""
+    answer = _answer(run_dir)
+    if answer is None:
+        return None
+    task, truth, submission = answer
+    rows = len(truth)
+    return truth, resampled_scores(task, submission, np.ones((rows, rows)) - np.eye(rows), truth)
+
+
+def gain_without_one_row(metric: str, gain: float, off: list[np.ndarray],
+                         on: list[np.ndarray]) -> float:
+    """The memory's gain of the seeds' mean test scores (`gain`, as `_gain` gives it) with one
+    test row left out: the row whose absence moves it most against its sign. `off` and `on`
+    hold each seed's `left_out_scores`, all on the same rows."""
+    spec = METRICS[metric]
+    gains = [spec.normalise(float(b)) - spec.normalise(float(a))
+             for a, b in zip(np.mean(off, axis=0), np.mean(on, axis=0), strict=True)]
+    return min(gains) if gain >= 0 else max(gains)
 
 
 def _or_never(value: Any) -> float:
@@ -135,8 +172,19 @@ def _stored(row: Mapping[Hashable, Any]) -> str:
             else "")
 
 
+def _split(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with its runs' split seed (0, the suite's default, where it has none)."""
+    return frame if "split_seed" in frame else frame.assign(split_seed=0)
+
+
+def _with_split(text: object, split_seed: object) -> str:
+    """A task or seed cell, with the split seed where it is not the suite's default."""
+    return f"{text}" if int(str(split_seed)) == 0 else f"{text}, split {split_seed}"
+
+
 def table(off: pd.DataFrame, on: pd.DataFrame) -> str:
-    paired = off.merge(on, on=["task", "seed", "metric"], suffixes=("_off", "_on"))
+    off, on = _split(off), _split(on)
+    paired = off.merge(on, on=["task", "split_seed", "seed", "metric"], suffixes=("_off", "_on"))
     lines = ["| task | seed | metric | drafts ok, off | drafts ok, on (recall) | first beat, off | "
              "first beat, on | test, off | test, on | test gain with memory, 95% |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -144,7 +192,7 @@ def table(off: pd.DataFrame, on: pd.DataFrame) -> str:
     for r in paired.to_dict("records"):
         interval = _interval(r["run_dir_off"], r["run_dir_on"])
         lines.append(
-            f"| {r['task']} | {r['seed']} | {r['metric']} | "
+            f"| {r['task']} | {_with_split(r['seed'], r['split_seed'])} | {r['metric']} | "
             f"{r['drafts_ok_off']}/{r['drafts_off']} | "
             f"{r['drafts_ok_on']}/{r['drafts_on']} ({r['recalls_ok_on']}/{r['recalls_on']}"
             f"{_stored(r)}) | "
@@ -183,29 +231,38 @@ def table(off: pd.DataFrame, on: pd.DataFrame) -> str:
 
 def run_to_run(off: pd.DataFrame, on: pd.DataFrame) -> str:
     """With two seeds or more in both arms, each task's memory gain of the seeds' mean test
-    scores against how far each arm's own seeds lie apart; and each arm's first seed against
-    its last (an A/A pair), with the same paired test-row interval as the table's. "" with
-    fewer seeds."""
+    scores against how far each arm's own seeds lie apart, also without the test row that
+    moves the gain most; and each arm's first seed against its last (an A/A pair), with the
+    same paired test-row interval as the table's. "" with fewer seeds."""
+    off, on = _split(off), _split(on)
     lines = ["", "| task | test off, by seed | test on, by seed | gain of the means | "
-             "spread off | spread on | off, last seed against first, 95% | "
-             "on, last seed against first, 95% |", "|---|---|---|---|---|---|---|---|"]
-    tasks = better = worse = pairs = apart = 0
-    for task in sorted(set(off.task) & set(on.task)):
-        arms = [frame[frame.task == task].sort_values("seed") for frame in (off, on)]
+             "without its most moving test row | spread off | spread on | "
+             "off, last seed against first, 95% | on, last seed against first, 95% |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    tasks = better = worse = steady_better = steady_worse = pairs = apart = 0
+    groups = sorted(set(zip(off.task, off.split_seed, strict=True))
+                    & set(zip(on.task, on.split_seed, strict=True)))
+    for task, split_seed in groups:
+        arms = [frame[(frame.task == task) & (frame.split_seed == split_seed)].sort_values("seed")
+                for frame in (off, on)]
         if min(len(a) for a in arms) < 2:
             continue
         metric = str(arms[0].metric.iloc[0])
         tests = [a.test.astype(float) for a in arms]
         gain = _gain(metric, tests[0].mean(), tests[1].mean())
+        steady = _without_one_row(metric, gain, arms)
         spread = [float(t.max() - t.min()) for t in tests]
         same = [_interval(a.run_dir.iloc[0], a.run_dir.iloc[-1]) for a in arms]
         lines.append(
-            f"| {task} | {' / '.join(f'{t:.4g}' for t in tests[0])} | "
-            f"{' / '.join(f'{t:.4g}' for t in tests[1])} | {gain:+.4g} | {spread[0]:.4g} | "
+            f"| {_with_split(task, split_seed)} | {' / '.join(f'{t:.4g}' for t in tests[0])} | "
+            f"{' / '.join(f'{t:.4g}' for t in tests[1])} | {gain:+.4g} | "
+            f"{'n/a' if steady is None else f'{steady:+.4g}'} | {spread[0]:.4g} | "
             f"{spread[1]:.4g} | {_shown(same[0])} | {_shown(same[1])} |")
         tasks += 1
         better += gain > max(spread)
         worse += gain < -max(spread)
+        steady_better += gain > max(spread) and steady is not None and steady > max(spread)
+        steady_worse += gain < -max(spread) and steady is not None and steady < -max(spread)
         pairs += sum(i is not None for i in same)
         apart += sum(i is not None and (i[0] > 0 or i[1] < 0) for i in same)
     if not tasks:
@@ -213,21 +270,49 @@ def run_to_run(off: pd.DataFrame, on: pd.DataFrame) -> str:
     return "\n".join([
         *lines, "",
         f"- the memory's gain of the mean test score beyond both arms' own seed-to-seed "
-        f"spread: better on {better} of {tasks} tasks, worse on {worse}",
+        f"spread: better on {better} of {tasks} tasks, worse on {worse}; still beyond it "
+        f"without the test row that moves the gain most: better on {steady_better}, worse on "
+        f"{steady_worse} (the seeds share their test rows, so the spread does not measure how "
+        f"much one row decides)",
         f"- the same arm run twice (its last seed against its first): answers apart beyond "
         f"the 95% test-row interval on {apart} of {pairs} pairs (that interval holds both "
         f"answers fixed; it does not measure how far another run would land)",
     ]) + "\n"
 
 
+def _without_one_row(metric: str, gain: float, arms: list[pd.DataFrame]) -> float | None:
+    """`gain_without_one_row` of one task's runs in both arms; None when an answer's test
+    predictions are missing or its runs answered other test rows."""
+    scores: list[list[np.ndarray]] = []
+    truth: pd.Series | None = None
+    for frame in arms:
+        scores.append([])
+        for run_dir in frame.run_dir:
+            found = None if pd.isna(run_dir) else left_out_scores(Path(str(run_dir)))
+            if found is None or (truth is not None and not found[0].equals(truth)):
+                return None
+            truth = found[0]
+            scores[-1].append(found[1])
+    return gain_without_one_row(metric, gain, scores[0], scores[1])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.memory",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("off", type=Path, help="the arm run with --memory off")
-    parser.add_argument("on", type=Path, help="the arm run with a memory")
+    parser.add_argument("arms", type=Path, nargs="+", metavar="OFF ON",
+                        help="benchmarks.run folders in pairs: the arm run with --memory off, "
+                        "then the arm run with a memory (several pairs: other --split-seed)")
     parser.add_argument("-o", "--output", type=Path, help="also write the table here")
     args = parser.parse_args(argv)
-    text = table(arm(args.off), arm(args.on))
+    if len(args.arms) % 2:
+        parser.error(f"{len(args.arms)} folders: give them in pairs, OFF ON [OFF ON ...]")
+    off, on = (pd.concat([arm(folder) for folder in args.arms[side::2]], ignore_index=True)
+               for side in (0, 1))
+    for name, frame in (("OFF", off), ("ON", on)):
+        if frame.duplicated(["task", "split_seed", "seed"]).any():
+            parser.error(f"two {name} folders hold the same task, --split-seed and seed: "
+                         "pair each split's runs once")
+    text = table(off, on)
     print(text)
     if args.output:
         args.output.write_text(text)

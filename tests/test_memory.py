@@ -13,7 +13,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.memory import answer_gain_interval, measure, table
+from benchmarks.memory import (
+    answer_gain_interval,
+    gain_without_one_row,
+    left_out_scores,
+    measure,
+    table,
+)
+from benchmarks.memory import main as paired_main
 from engine.memory import (
     ENV,
     Memory,
@@ -304,6 +311,11 @@ def test_runs_remember_and_recall_across_tasks(tmp_path: Path, monkeypatch: pyte
     interval = answer_gain_interval(first, again)
     assert interval is not None and interval[0] <= interval[1] and max(map(abs, interval)) < 1
     assert answer_gain_interval(first, second) is None  # other test rows: nothing to pair
+    # Its answer's test score with each test row left out in turn: one score per row.
+    left_out = left_out_scores(first)
+    assert left_out is not None
+    truth, scores = left_out
+    assert len(scores) == len(truth) > 2 and np.isfinite(scores).all() and np.ptp(scores) > 0
     # The command line: show, and a rebuild from the run folders gives the same memory.
     capsys.readouterr()
     assert memory_main(["--memory", str(store), "show"]) == 0
@@ -378,10 +390,40 @@ def test_two_seeds_set_the_memory_gain_against_each_arms_own_spread() -> None:
                  arm({"a": [0.8, 0.9], "b": [2.6, 2.3], "c": [0.5]}))
     # a: means 1.1 -> 0.85 (rmse: +0.25) beyond spreads 0.2 and 0.1; b: 2.25 -> 2.45 (-0.2)
     # within the off arm's 0.5; c has one seed and is left out.
-    assert "| a | 1 / 1.2 | 0.8 / 0.9 | +0.25 | 0.2 | 0.1 | n/a | n/a |" in text
-    assert "| b | 2 / 2.5 | 2.6 / 2.3 | -0.2 | 0.5 | 0.3 |" in text and "| c | 1 / " not in text
-    assert "better on 1 of 2 tasks, worse on 0" in text
+    # No runs here: nothing to leave a test row out of, so no gain counts as steady.
+    assert "| a | 1 / 1.2 | 0.8 / 0.9 | +0.25 | n/a | 0.2 | 0.1 | n/a | n/a |" in text
+    assert "| b | 2 / 2.5 | 2.6 / 2.3 | -0.2 | n/a | 0.5 | 0.3 |" in text
+    assert "| c | 1 / " not in text
+    assert "better on 1 of 2 tasks, worse on 0; still beyond it without the test row that " \
+        "moves the gain most: better on 0, worse on 0" in text
     assert "interval on 0 of 0 pairs" in text
+    # Another test split of task a is its own group, seeds and all.
+    split = arm({"a": [1.0, 1.1]}).assign(split_seed=2)
+    text = table(pd.concat([arm({"a": [1.0, 1.2]}).assign(split_seed=0), split]),
+                 pd.concat([arm({"a": [0.8, 0.9]}).assign(split_seed=0),
+                            split.assign(test=[1.3, 1.2])]))
+    assert "| a | 1 / 1.2 | 0.8 / 0.9 | +0.25 |" in text
+    assert "| a, split 2 | 1 / 1.1 | 1.3 / 1.2 | -0.2 |" in text and "| 1, split 2 | rmse |" in text
+    assert "better on 1 of 2 tasks, worse on 1;" in text
+
+
+def test_a_gain_without_one_test_row_leaves_out_the_row_that_moves_it_most() -> None:
+    # Each seed's rmse with row i left out; on is better (lower) without rows 0 and 1, worse
+    # without row 2: its gain rests on row 2.
+    off = [np.array([1.0, 1.0, 1.0]), np.array([1.2, 1.2, 1.2])]
+    on = [np.array([0.9, 0.9, 1.3]), np.array([0.9, 0.9, 1.3])]
+    assert gain_without_one_row("rmse", +0.05, off, on) == pytest.approx(-0.2)
+    assert gain_without_one_row("rmse", -0.05, off, on) == pytest.approx(+0.2)
+    # roc_auc is maximised: the gain is on's minus off's as they are.
+    assert gain_without_one_row("roc_auc", +0.01, [np.array([0.8, 0.7])],
+                                [np.array([0.85, 0.72])]) == pytest.approx(0.02)
+
+
+def test_the_paired_table_takes_its_arms_in_pairs(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        paired_main(["off", "on", "off2"])
+    assert stopped.value.code == 2
+    assert "3 folders: give them in pairs, OFF ON [OFF ON ...]" in capsys.readouterr().err
 
 
 def test_code_that_names_its_tasks_columns_is_no_case() -> None:
