@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmarks.run import load_results
 from benchmarks.stats import paired_interval, share, sign_test
 from engine.runs import open_run
 from engine.scoring import read_submission
@@ -84,12 +85,12 @@ def measure(run_dir: Path) -> dict[str, Any]:
 
 
 def arm(folder: Path) -> pd.DataFrame:
-    results = pd.read_parquet(folder / "results.parquet")
+    results = load_results(folder / "results.parquet")
     results = results[results.kind == "policy"]
     rows = []
     for row in results.to_dict("records"):
         run_dir = Path(str(row["run_dir"]))
-        rows.append({"task": row["task"], "split_seed": int(row.get("split_seed", 0)),
+        rows.append({"task": row["task"], "split_seed": int(row["split_seed"]),
                      "seed": row["seed"], "metric": row["metric"], "test": row["test"],
                      "run_dir": str(run_dir), **measure(run_dir)})
     return pd.DataFrame(rows)
@@ -172,18 +173,12 @@ def _stored(row: Mapping[Hashable, Any]) -> str:
             else "")
 
 
-def _split(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` with its runs' split seed (0, the suite's default, where it has none)."""
-    return frame if "split_seed" in frame else frame.assign(split_seed=0)
-
-
-def _with_split(text: object, split_seed: object) -> str:
+def _with_split(text: object, split_seed: int) -> str:
     """A task or seed cell, with the split seed where it is not the suite's default."""
-    return f"{text}" if int(str(split_seed)) == 0 else f"{text}, split {split_seed}"
+    return f"{text}" if split_seed == 0 else f"{text}, split {split_seed}"
 
 
 def table(off: pd.DataFrame, on: pd.DataFrame) -> str:
-    off, on = _split(off), _split(on)
     paired = off.merge(on, on=["task", "split_seed", "seed", "metric"], suffixes=("_off", "_on"))
     lines = ["| task | seed | metric | drafts ok, off | drafts ok, on (recall) | first beat, off | "
              "first beat, on | test, off | test, on | test gain with memory, 95% |",
@@ -234,7 +229,6 @@ def run_to_run(off: pd.DataFrame, on: pd.DataFrame) -> str:
     scores against how far each arm's own seeds lie apart, also without the test row that
     moves the gain most; and each arm's first seed against its last (an A/A pair), with the
     same paired test-row interval as the table's. "" with fewer seeds."""
-    off, on = _split(off), _split(on)
     lines = ["", "| task | test off, by seed | test on, by seed | gain of the means | "
              "without its most moving test row | spread off | spread on | "
              "off, last seed against first, 95% | on, last seed against first, 95% |",
@@ -306,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if len(args.arms) % 2:
         parser.error(f"{len(args.arms)} folders: give them in pairs, OFF ON [OFF ON ...]")
+    for folder in args.arms:
+        if not (folder / "results.parquet").is_file():
+            parser.error(f"{folder} holds no results.parquet: give benchmarks.run --out folders")
     off, on = (pd.concat([arm(folder) for folder in args.arms[side::2]], ignore_index=True)
                for side in (0, 1))
     for name, frame in (("OFF", off), ("ON", on)):

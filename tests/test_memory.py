@@ -354,7 +354,7 @@ def test_memory_off_and_a_bad_store_say_so(tmp_path: Path,
 def test_the_paired_table_counts_tasks_where_memory_helped() -> None:
     def arm(first_beat: list[float | None], tests: list[float], ok: int,
             stored: list[int]) -> pd.DataFrame:
-        return pd.DataFrame({"task": ["a", "b", "c"], "seed": 0, "metric": "rmse",
+        return pd.DataFrame({"task": ["a", "b", "c"], "split_seed": 0, "seed": 0, "metric": "rmse",
                              "test": tests, "drafts_ok": ok, "drafts": 2, "recalls_ok": ok,
                              "recalls": 1, "replaced": [0, ok, 0], "replaced_ok": [0, ok, 0],
                              "stored": stored, "stored_ok": stored, "stored_beat": [0, 0, 0],
@@ -380,10 +380,11 @@ def test_the_paired_table_counts_tasks_where_memory_helped() -> None:
 
 def test_two_seeds_set_the_memory_gain_against_each_arms_own_spread() -> None:
     def arm(tests: dict[str, list[float]]) -> pd.DataFrame:
-        return pd.DataFrame([{"task": task, "seed": seed, "metric": "rmse", "test": test,
-                              "drafts_ok": 1, "drafts": 1, "recalls_ok": 0, "recalls": 0,
-                              "replaced": 0, "replaced_ok": 0, "stored": 0, "stored_ok": 0,
-                              "stored_beat": 0, "first_beat": None, "run_dir": None}
+        return pd.DataFrame([{"task": task, "split_seed": 0, "seed": seed, "metric": "rmse",
+                              "test": test, "drafts_ok": 1, "drafts": 1, "recalls_ok": 0,
+                              "recalls": 0, "replaced": 0, "replaced_ok": 0, "stored": 0,
+                              "stored_ok": 0, "stored_beat": 0, "first_beat": None,
+                              "run_dir": None}
                              for task, by_seed in tests.items()
                              for seed, test in enumerate(by_seed)])
     text = table(arm({"a": [1.0, 1.2], "b": [2.0, 2.5], "c": [1.0]}),
@@ -399,9 +400,8 @@ def test_two_seeds_set_the_memory_gain_against_each_arms_own_spread() -> None:
     assert "interval on 0 of 0 pairs" in text
     # Another test split of task a is its own group, seeds and all.
     split = arm({"a": [1.0, 1.1]}).assign(split_seed=2)
-    text = table(pd.concat([arm({"a": [1.0, 1.2]}).assign(split_seed=0), split]),
-                 pd.concat([arm({"a": [0.8, 0.9]}).assign(split_seed=0),
-                            split.assign(test=[1.3, 1.2])]))
+    text = table(pd.concat([arm({"a": [1.0, 1.2]}), split]),
+                 pd.concat([arm({"a": [0.8, 0.9]}), split.assign(test=[1.3, 1.2])]))
     assert "| a | 1 / 1.2 | 0.8 / 0.9 | +0.25 |" in text
     assert "| a, split 2 | 1 / 1.1 | 1.3 / 1.2 | -0.2 |" in text and "| 1, split 2 | rmse |" in text
     assert "better on 1 of 2 tasks, worse on 1;" in text
@@ -424,6 +424,11 @@ def test_the_paired_table_takes_its_arms_in_pairs(capsys: pytest.CaptureFixture[
         paired_main(["off", "on", "off2"])
     assert stopped.value.code == 2
     assert "3 folders: give them in pairs, OFF ON [OFF ON ...]" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:
+        paired_main(["off", "on"])
+    assert stopped.value.code == 2
+    assert "off holds no results.parquet: give benchmarks.run --out folders" \
+        in capsys.readouterr().err
 
 
 def test_code_that_names_its_tasks_columns_is_no_case() -> None:
