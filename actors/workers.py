@@ -14,6 +14,7 @@ resource such as `executor`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 from dataclasses import dataclass, field
@@ -25,6 +26,44 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from sandbox import ExecResult, Limits, run_script
 from search.chat import ChatPrompt, Reply
+from search.errors import BackendError
+
+
+def start_ray(address: str | None, actors: int) -> None:
+    """Join the Ray cluster at `address`, or start a private one on this machine with a CPU
+    for each of the run's `actors` at least."""
+    if address:
+        # ray.init(address=...) can wait a long time on an unreachable head: bound it.
+        from concurrent.futures import ThreadPoolExecutor
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        pool = ThreadPoolExecutor(1)
+        attempt = pool.submit(ray.init, address=address, log_to_driver=False,
+                              configure_logging=False)
+        try:
+            attempt.result(timeout=60)
+        except FutureTimeout as exc:
+            raise BackendError(f"no Ray cluster answered at {address!r} within 60 s; "
+                               "start one with `ray start --head` or drop --address") from exc
+        except Exception as exc:
+            raise BackendError(f"cannot join the Ray cluster at {address!r}: "
+                               f"{str(exc).splitlines()[0]}") from exc
+        finally:
+            pool.shutdown(wait=False)
+        return
+
+    # A private cluster keeps the token authentication Ray turns on by itself; its notice that
+    # it did so is not the user's business (the engine's own lines come first).
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+        logging.ERROR)
+    # "local" starts a private cluster even when another Ray runs on this machine.
+    ray.init(address="local", num_cpus=max(os.cpu_count() or 2, actors),
+             include_dashboard=False, object_store_memory=100 * 2**20, log_to_driver=False,
+             configure_logging=False)
+
+
+def stop_ray() -> None:
+    ray.shutdown()
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from actors.llm import LLM
 from benchmarks.datasets import suite
 from benchmarks.debug_pairs import in_process_llm, replay_step
 from benchmarks.stats import share
-from engine.run import task_context
+from engine.search_run import task_context
 from engine.step import SearchContext, Step
 from engine.task import TaskSpec, prepare_task
 from operators.analyst import next_analysis, trim_findings

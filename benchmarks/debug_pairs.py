@@ -36,8 +36,8 @@ from typing import Any
 from actors.llm import LLM, make_llm, parse_spec
 from benchmarks.stats import share, sign_test
 from engine.export import runs_in
-from engine.run import task_context
 from engine.runs import open_run
+from engine.search_run import task_context
 from engine.step import SearchContext, Step, run_step
 from engine.task import PreparedTask
 from operators.analyst import analysis_findings

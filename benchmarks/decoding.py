@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.datasets import suite
-from engine.run import task_context
+from engine.search_run import task_context
 from engine.task import TaskSpec, prepare_task
 from operators.harness import assemble
 from operators.models import model_code

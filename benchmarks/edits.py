@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.datasets import suite
-from engine.run import task_context
+from engine.search_run import task_context
 from engine.task import PreparedTask, TaskSpec, prepare_task
 from operators.context import TaskContext
 from operators.harness import assemble, model_part

@@ -51,7 +51,7 @@ from ray.cluster_utils import Cluster
 from actors.workers import start_executors, start_llm_actors
 from benchmarks.spread import simulate_spread
 from engine.loop import Budget, SearchLoop
-from engine.run import task_context
+from engine.search_run import task_context
 from engine.store import RunStore
 from engine.task import PreparedTask, TaskSpec, prepare_task
 from sandbox import Limits

@@ -8,12 +8,12 @@
     predictor = load("runs/<run_id>")                     # a finished run, later
 
 `fit` takes the command line's options as keywords (`llm="vllm:..."`, `executors=4`,
-`metric="roc_auc"`, ...; the names of `engine.config.RunConfig`) and goes through the same code
-path as `python -m engine.run`: the same checks, the same run directory. Predictions go through
-`engine.predict`: the answer's code, in the sandbox, with the fitted models the run saved in
-best/model/ (nothing trains; a sandboxed process loads them once and serves every later call),
-or trained again when it has none. Loading a model that a search's code wrote is running code,
-so it never happens in this process.
+`metric="roc_auc"`, ...; the names of `engine.config.RunConfig`) and drives the same run
+object as `python -m engine.run` (engine/search_run.py): the same checks, the same run
+directory. Predictions go through `engine.predict`: the answer's code, in the sandbox, with
+the fitted models the run saved in best/model/ (nothing trains; a sandboxed process loads them
+once and serves every later call), or trained again when it has none. Loading a model that a
+search's code wrote is running code, so it never happens in this process.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from rich.console import Console
 
 from engine.config import RunConfig, merge, parse_budget
 from engine.predict import Answer
-from engine.run import new_run
-from engine.runs import Run, open_run
+from engine.runs import StoredRun, open_run
+from engine.search_run import SearchRun
 from search.errors import UserError
 
 _OPTIONS = {f.name for f in fields(RunConfig)} - {"data", "target", "budget"}
@@ -55,7 +55,7 @@ def fit(data: str | Path | pd.DataFrame, target: str, budget: str | float = "10m
         data = path
     config = merge(RunConfig(), {"data": Path(data), "target": target,
                                  "budget": parse_budget(budget), **options}).validate()
-    return Predictor(new_run(config, Console(soft_wrap=True)))
+    return Predictor(SearchRun.new(config, Console(soft_wrap=True)).start())
 
 
 def load(run_dir: str | Path) -> Predictor:
@@ -77,7 +77,7 @@ class Predictor:
         self._answer: Answer | None = None
         self._finalizer: weakref.finalize | None = None
 
-    def _run(self) -> Run:
+    def _run(self) -> StoredRun:
         return open_run(self.run_dir)
 
     def leaderboard(self) -> pd.DataFrame:

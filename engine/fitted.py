@@ -6,7 +6,7 @@
 only if that replay gives the saved run's own test predictions. The training sets are the ones
 the answer's test predictions came from: a k-fold run's k fold models (learn rows of each
 fold, their predictions combined as `best/submission/test.csv` was), a holdout run's single
-model refitted on every train + valid row (what `best/` ships, engine/run.py `refit_answer`).
+model refitted on every train + valid row (what `best/` ships, engine/final.py `refit_answer`).
 
 Layout, in `best/model/` (`keep`, written whole or not at all):
 - `fold-<i>.pkl`: the fits of training set i, a pickle loaded only inside the sandbox;

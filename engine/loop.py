@@ -66,8 +66,11 @@ class Budget:
     max_tokens: int | None = None
     started: float = field(default_factory=time.monotonic)
 
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
     def left(self) -> float:
-        return self.seconds - (time.monotonic() - self.started)
+        return self.seconds - self.elapsed()
 
     def room(self, done: int, in_flight: int, tokens: int) -> int:
         """How many more proposals may start now."""
@@ -79,7 +82,7 @@ class Budget:
 
 
 @dataclass(frozen=True, slots=True)
-class Run:
+class Execution:
     """One sandbox run a step asked for: its code on the inputs of `fold`."""
 
     step: Step
@@ -164,12 +167,12 @@ class SearchLoop:
         self._route = route
         self._n_llm_slots = len(llm_slots)
         restart = None if restart_executor is None else (lambda dead, slot: restart_executor(dead))
-        self._execs: ActorPool[Run] = ActorPool(
+        self._execs: ActorPool[Execution] = ActorPool(
             [(actor, f"executor-slot-{i}") for i, actor in enumerate(executors)],
             kind="executor", restart=restart)
         # Requests waiting for a slot of their model.
         self._queued: dict[str, deque[tuple[Step, Generate]]] = {p: deque() for p in self._llms}
-        self._ready: deque[Run] = deque()  # runs waiting for an executor
+        self._ready: deque[Execution] = deque()  # executions waiting for an executor
         self._requeue: deque[tuple[Proposal, int]] = deque((p, 0) for p in requeue or ())
         self._in_flight: dict[InFlightKey, int] = {}
         # Each fold's inputs are sent once; every executor reads these refs.
@@ -321,7 +324,7 @@ class SearchLoop:
         if isinstance(need, Done):
             self._record(step, need)
         elif isinstance(need, Execute):
-            runs = [Run(step, fold, need.code, need.seconds) for fold in need.folds]
+            runs = [Execution(step, fold, need.code, need.seconds) for fold in need.folds]
             if need.folds[0] in (0, ALL_FOLDS):
                 self._ready.extend(runs)
             else:  # the other folds of a script that ran: first, so its node completes soon
@@ -387,7 +390,7 @@ class SearchLoop:
         step.on_reply(reply)
         self._advance(step)  # a further request takes the slot freed just now
 
-    def _on_executed(self, call: Call[Run], future: asyncio.Future[Any]) -> None:
+    def _on_executed(self, call: Call[Execution], future: asyncio.Future[Any]) -> None:
         step = call.item.step
         try:
             outcome = future.result()

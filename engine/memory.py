@@ -5,7 +5,7 @@
     python -m engine.memory rebuild [RUNS_DIR ...] [--shipped]
 
 A SQLite file, by default `$XDG_CACHE_HOME/treeml/memory.sqlite` (~/.cache/...), `--memory`
-names another or turns it off. Every finished run adds (engine/run.py):
+names another or turns it off. Every finished start of a run adds (`remember_run`):
 - its task: fingerprint, data file name, type, metric, meta-features of its training rows;
 - cases: its best nodes' model code that beat the run's baseline root, with operator and
   normalised gain (at most CASES_PER_RUN, distinct code; code that names one of the task's
@@ -35,13 +35,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
+from engine.config import RunConfig
 from engine.runs import open_run
+from engine.store import RunStore
 from engine.task import PreparedTask
 from operators.harness import model_part
-from operators.memory import Case, Fix, meta_features, task_fingerprint
+from operators.memory import Case, Fix, meta_features, nearest_cases, task_fingerprint
 from search.errors import UserError, exit_code
 from search.journal import Journal
 from search.node import Operator, code_hash
+from search.policy import Proposal
 
 OFF = "off"
 SHIPPED = Path(__file__).with_name("memory_shipped.jsonl")
@@ -276,6 +281,55 @@ def recollect(records: Iterable[dict[str, Any]]) -> Recollection:
 def recall(path: Path) -> Recollection:
     """The memory a run retrieves from: the user's store at `path` and the shipped one."""
     return recollect([*shipped_records(), *Memory(path).records()])
+
+
+def retrieve(task: PreparedTask, config: RunConfig, console: Console, recalls: int
+             ) -> tuple[Recollection, dict[str, Any]]:
+    """The cases (nearest other tasks' working code) and fixes this run may use, from the
+    memory; and the record of them for the manifest and summary. With the
+    floor, TRIED_CASES cases run as stored and `recalls` recall drafts adapt the best of them
+    here; without it, the `recalls` nearest are recalled."""
+    path = resolve(config.memory)
+    if path is None:
+        return Recollection(), {"store": "off"}
+    mark = fingerprint(task)
+    memory = recall(path)
+    cases = nearest_cases(meta_features(task.train, task.target, task.task_type), mark,
+                          task.task_type, memory.cases,
+                          k=TRIED_CASES if config.floor else recalls,
+                          needs_proba=task.metric.needs_proba)
+    fixes = tuple(f for f in memory.fixes if f.fingerprint != mark)
+    record = {"store": str(path), "fingerprint": mark, "fixes": len(fixes),
+              "cases": [{"case_id": c.case_id, "dataset": c.dataset, "operator": c.operator,
+                         "gain": round(c.gain, 4), "metric": c.metric} for c in cases]}
+    if cases:
+        console.print("recalling " + ", ".join(f"{c.operator} code of {c.dataset}"
+                                                for c in cases)
+                      + f" (memory {path}); {len(fixes)} remembered fixes", markup=False)
+    return Recollection(tuple(cases), fixes), record
+
+
+def still_recalled(requeue: list[Proposal], cases: tuple[Case, ...]) -> list[Proposal]:
+    """The proposals in flight at a kill that can still run: a recall or case node of a case
+    this start no longer retrieves (the memory gained nearer ones since) has no code to show."""
+    ids = {c.case_id for c in cases}
+    return [p for p in requeue
+            if p.operator not in (Operator.RECALL, Operator.CASE) or p.idea in ids]
+
+
+def remember_run(config: RunConfig, store: RunStore, task: PreparedTask, journal: Journal,
+                 console: Console) -> dict[str, Any]:
+    """Add the finished run to the memory; a memory that fails loses nothing of the run."""
+    path = resolve(config.memory)
+    if path is None:
+        return {}
+    try:
+        learned = learn(store.run_id, task, journal, Path(str(config.data or store.root.name)).name)
+        Memory(path).add(learned)
+    except Exception as exc:  # the run is stored: the memory is extra
+        console.print(f"warning: the run was not added to the memory: {exc}", markup=False)
+        return {"added": False, "error": str(exc)}
+    return {"added": True, "added_cases": len(learned.cases), "added_fixes": len(learned.fixes)}
 
 
 def run_dirs(roots: Iterable[Path]) -> list[Path]:

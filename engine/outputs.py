@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from engine.runs import Run, open_run
+from engine.runs import StoredRun, open_run
 from engine.summary import FILES, busy_shares, cost, worker_spans
 from search.journal import Journal
 from search.metric import METRICS
@@ -115,7 +115,7 @@ def tree_data(root: Path) -> dict[str, Any]:
     return _tree_data(open_run(root))
 
 
-def _tree_data(run: Run) -> dict[str, Any]:
+def _tree_data(run: StoredRun) -> dict[str, Any]:
     store, rows, journal, manifest = run.store, run.rows, run.journal, run.manifest
     metric_name = str(manifest.get("metric", ""))
     spec = METRICS.get(metric_name)
@@ -173,7 +173,7 @@ def write_tree_html(root: Path) -> Path:
     return _write_tree_html(open_run(root))
 
 
-def _write_tree_html(run: Run) -> Path:
+def _write_tree_html(run: StoredRun) -> Path:
     root = run.store.root
     data = _tree_data(run)
     title = f"treeml run {data['run_id']}".replace("<", "").replace("&", "")
@@ -475,7 +475,7 @@ def write_plots(root: Path) -> list[Path]:
     return _write_plots(open_run(root))
 
 
-def _write_plots(run: Run) -> list[Path]:
+def _write_plots(run: StoredRun) -> list[Path]:
     # Imported here: matplotlib costs about a second, and only the end of a start needs it.
     # Figure without pyplot: no global backend or figure registry (Agg renders the PNGs).
     from matplotlib.figure import Figure

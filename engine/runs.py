@@ -23,7 +23,7 @@ from search.node import Node
 
 
 @dataclass(frozen=True)
-class Run:
+class StoredRun:
     """A run read once from its store: the rows (with test scores), the Journal, the manifest."""
 
     store: RunStore
@@ -46,7 +46,7 @@ class Run:
         return self.store.load_task()
 
 
-def open_run(root: Path) -> Run:
+def open_run(root: Path) -> StoredRun:
     """Read the run at `root`; a folder that is not one is the user's input to fix."""
     root = Path(root)
     if not (root / "manifest.json").is_file() or not (root / "task").is_dir():
@@ -59,7 +59,7 @@ def open_run(root: Path) -> Run:
     journal = Journal([Node.from_record(r) for r in rows],
                       constraints=Constraints.from_mapping(manifest.get("config", {})))
     apply_selection(journal, manifest)
-    return Run(store, rows, journal, tests, manifest)
+    return StoredRun(store, rows, journal, tests, manifest)
 
 
 def kept_predictions(store: RunStore, task: PreparedTask, journal: Journal,

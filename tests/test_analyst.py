@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from engine.run import main, task_context
+from engine.run import main
+from engine.search_run import task_context
 from engine.store import RunStore
 from engine.task import TaskSpec, prepare_task
 from operators.analyst import parse_analysis, trim_findings

@@ -22,7 +22,7 @@ from engine.fitted import (
     training_inputs,
 )
 from engine.folds import Folds, make_folds
-from engine.run import task_context
+from engine.search_run import task_context
 from engine.task import PreparedTask, TaskSpec, csv_bytes, prepare_task
 from operators.fitted import LOAD, SAVE, fitted_wrapper
 from operators.harness import assemble

@@ -31,11 +31,11 @@ from engine.memory import (
     recollect,
     resolve,
     shipped_records,
+    still_recalled,
     write_shipped,
 )
 from engine.memory import main as memory_main
 from engine.run import main as run_main
-from engine.run import still_recalled
 from engine.summary import memory_section
 from operators.context import TaskContext
 from operators.memory import (

@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from engine.config import RunConfig
-from engine.run import select_final
+from engine.final import select_final
 from engine.runs import apply_selection
 from engine.scoring import read_submission, submission_metric
 from engine.select import (

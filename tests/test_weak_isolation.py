@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import engine.run as run_module
+import engine.search_run as run_module
 from engine.run import main
 from tests.helpers import SCRIPT, make_data
 

@@ -1,5 +1,6 @@
 """Shared pieces of the reliability tests: candidate scripts, process probes, and a SearchLoop
-built by hand (as engine.run.search builds it) so a test can inject faults into a live run."""
+built by hand (as engine.search_run.SearchRun.start builds it) so a test can inject faults into
+a live run."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import ray
 
 from actors.workers import ExecutorActor, start_executors, start_llm_actors
 from engine.loop import Budget, LoopStats, SearchLoop
-from engine.run import task_context
+from engine.search_run import task_context
 from engine.store import RunStore
 from engine.task import PreparedTask
 from sandbox import Limits
@@ -114,7 +115,7 @@ def build_rig(tmp: Path, task: PreparedTask, llm_specs: list[str], *, executors:
               exec_resources: dict[str, float] | None = None,
               llm_resources: dict[str, float] | None = None,
               spread: bool = False) -> Rig:
-    """A SearchLoop on the connected Ray, wired like engine.run.search. A replaced LLM actor
+    """A SearchLoop on the connected Ray, wired like SearchRun.start. A replaced LLM actor
     gets the next spec of `llm_specs` (the last one repeats), so a test can make the restarted
     backend healthy or keep it broken."""
     store = RunStore.create(tmp / "runs", task, {"starts": [], "spent": {}})

@@ -22,7 +22,7 @@ from benchmarks.scaling import ClusterLayout, make_task, simulated_cluster
 from engine.config import RunConfig
 from engine.loop import Budget, SearchLoop
 from engine.placement import llm_options, start_workers
-from engine.run import task_context
+from engine.search_run import task_context
 from engine.store import RunStore
 from sandbox import Limits
 from search.journal import Journal

