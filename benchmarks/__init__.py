@@ -6,8 +6,10 @@
 - `quality`, `reflect`, `debug_pairs`, `analysis`: measurements of selection, reflection and
   the analyst (the latter two replay the engine's own `Step`).
 - `scaling`, `spread`, `slice`, `tiny_model`, `vllm_gpu`: throughput and scaling measurements.
+- `gpu_sandbox`: whether a candidate gets the GPU inside the sandbox (run on a GPU machine).
 - `stats`: Wilson intervals and the exact sign test.
 """
 
-__all__ = ["analysis", "baselines", "datasets", "debug_pairs", "quality", "reflect", "report",
-           "run", "scaling", "slice", "spread", "stats", "tiny_model", "vllm_gpu"]
+__all__ = ["analysis", "baselines", "datasets", "debug_pairs", "gpu_sandbox", "quality",
+           "reflect", "report", "run", "scaling", "slice", "spread", "stats", "tiny_model",
+           "vllm_gpu"]

@@ -42,7 +42,12 @@ _SYSTEM_PATHS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin",
 SHIM = """\
 import os, resource, sys
 ready, mem, fsize, nproc, uid = map(int, sys.argv[1:6])
-for res, value in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_FSIZE, fsize),
+# With a GPU the memory cap is on data (heap, private writable mappings), not address space:
+# CUDA reserves address space for the whole GPU and more at its first call, which no RAM cap
+# of a few GiB allows; a candidate that fills RAM is still stopped.
+gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+memory = resource.RLIMIT_DATA if gpu else resource.RLIMIT_AS
+for res, value in ((memory, mem), (resource.RLIMIT_FSIZE, fsize),
                    (resource.RLIMIT_NPROC, nproc), (resource.RLIMIT_CORE, 0)):
     hard = resource.getrlimit(res)[1]
     if hard != resource.RLIM_INFINITY and os.geteuid() != 0:

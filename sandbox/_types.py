@@ -16,7 +16,8 @@ class Limits:
     """What one candidate may use. Sizes are in bytes, times in seconds."""
 
     wall_seconds: float = 600.0
-    memory_bytes: int = 6 * 2**30  # RLIMIT_AS of every candidate process
+    memory_bytes: int = 6 * 2**30  # RLIMIT_AS of every candidate process (with a GPU:
+    # RLIMIT_DATA, see sandbox/_isolation.py SHIM)
     max_processes: int = 512  # RLIMIT_NPROC: processes and threads of the candidate's uid
     output_bytes: int = 2_000_000  # of stdout and of stderr each, the newest bytes are kept
     file_bytes: int = 2 * 2**30  # RLIMIT_FSIZE; also the size of the private /tmp

@@ -3,12 +3,13 @@ sandbox's private /dev only when Ray gave the executor GPUs (CUDA_VISIBLE_DEVICE
 
 from __future__ import annotations
 
+import resource
 import shutil
 from pathlib import Path
 
 import pytest
 
-from sandbox import Limits
+from sandbox import Limits, run_script
 from sandbox._isolation import bwrap_prefix, gpu_device_binds
 
 DEVICES = ["/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm"]
@@ -36,3 +37,25 @@ def test_bwrap_binds_after_its_private_dev(monkeypatch: pytest.MonkeyPatch,
     assert dev < bind and args[bind:bind + 3] == ["--dev-bind", "/dev/nvidia1", "/dev/nvidia1"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert "--dev-bind" not in bwrap_prefix(tmp_path, Limits(), False, ())
+
+
+LIMITS_PROBE = """
+import resource
+print(resource.getrlimit(resource.RLIMIT_AS)[0], resource.getrlimit(resource.RLIMIT_DATA)[0])
+"""
+
+
+@pytest.mark.parametrize("visible", ["", "0"])
+def test_memory_cap_is_on_data_when_a_gpu_is_visible(monkeypatch: pytest.MonkeyPatch,
+                                                     visible: str) -> None:
+    """CUDA reserves more address space than any RAM cap allows: with a GPU the candidate's
+    cap moves from RLIMIT_AS to RLIMIT_DATA (run for real on an H200 by benchmarks.gpu_sandbox)."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    limits = Limits(memory_bytes=3 * 2**30, wall_seconds=60)
+    result = run_script(LIMITS_PROBE, {}, limits)
+    assert result.status == "ok", result.stderr_tail
+    address_space, data = (int(v) for v in result.stdout_tail.split())
+    if visible:
+        assert (address_space, data) == (resource.RLIM_INFINITY, limits.memory_bytes)
+    else:
+        assert address_space == limits.memory_bytes and data != limits.memory_bytes
