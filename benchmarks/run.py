@@ -50,6 +50,7 @@ from benchmarks.datasets import PROTOCOLS, Dataset, suite
 from engine.config import parse_budget
 from engine.store import RunStore
 from engine.task import TaskSpec, prepare_task
+from fileio import replacing, write_atomic
 from search.errors import EngineError, UserError, exit_code
 from search.policy import available
 
@@ -223,7 +224,7 @@ def fold_files(dataset: Dataset, fold: int, settings: Settings, out: Path) -> tu
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(header)
         writer.writerows(row for i, row in enumerate(rows) if (i in held_out) == keep)
-        _write_text(path, buffer.getvalue())
+        write_atomic(path, buffer.getvalue())
     return data, test
 
 
@@ -254,7 +255,7 @@ def _run_baseline(job: Job, dataset: Dataset, settings: Settings, out: Path, dat
               "test": result.test, "params": result.params, "fits": result.fits,
               "seconds": seconds, "budget": settings.baseline_budget,
               "data_hash": task.data_hash, "started_at": started, "curve": result.curve}
-    _write_text(folder / "result.json", json.dumps(record, indent=2, default=str) + "\n")
+    write_atomic(folder / "result.json", json.dumps(record, indent=2, default=str) + "\n")
     return {
         "metric": task.metric.name, "valid": result.valid, "test": result.test,
         "nodes": result.fits, "ok_nodes": result.fits, "prompt_tokens": 0,
@@ -375,9 +376,8 @@ def check_same_suite(results: pd.DataFrame, settings: Settings, path: Path) -> N
 def save_results(path: Path, frame: pd.DataFrame) -> None:
     """Write the whole table to a hidden file, then rename it: a reader never sees half."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    frame.reindex(columns=list(COLUMNS)).to_parquet(tmp, index=False)
-    tmp.replace(path)
+    with replacing(path) as tmp:
+        frame.reindex(columns=list(COLUMNS)).to_parquet(tmp, index=False)
 
 
 def _add_row(results: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
@@ -385,12 +385,6 @@ def _add_row(results: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
         (results.seed == row["seed"]) & (results.fold == row["fold"])
     kept = results[~key].to_dict("records")
     return pd.DataFrame([*kept, {c: row.get(c) for c in COLUMNS}], columns=list(COLUMNS))
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 # ---- main ------------------------------------------------------------------------------------

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections import Counter
 from collections.abc import Iterable
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.runs import open_run
+from fileio import write_atomic
 from search.errors import EngineError, StoreError, UserError, exit_code
 
 FORMATS = ("sharegpt", "alpaca", "messages")
@@ -137,17 +137,8 @@ def export_sft(run_dirs: Iterable[Path], out: Path, fmt: str = "sharegpt",
         reason = "".join(f"; {n} {why}" for why, n in skipped.items())
         raise UserError(f"no successful steps to export in {len(dirs)} run(s){reason}; "
                         "nothing written")
-    tmp = out.parent / f".{out.name}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            for example in examples:
-                handle.write(json.dumps(to_format(example, fmt), ensure_ascii=False) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        tmp.replace(out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomic(out, "".join(json.dumps(to_format(example, fmt), ensure_ascii=False) + "\n"
+                              for example in examples))
     return Counter(e["operator"] for e in examples), skipped, len(dirs)
 
 

@@ -20,7 +20,6 @@ line and exit code 1.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -40,6 +39,7 @@ from engine.scoring import (
     read_submission,
 )
 from engine.task import PreparedTask, csv_bytes
+from fileio import write_atomic
 from operators.fitted import SERVE, fitted_wrapper
 from sandbox import ExecResult, Limits, SandboxError, Session, run_script, start_session
 from search.errors import EngineError, UserError, exit_code
@@ -193,9 +193,7 @@ def predict(run: Path, rows: Path, output: Path, *, refit: bool = False,
     with Answer(run, refit=refit, timeout=timeout) as answer:
         predictions, count, how = answer.predict(read_rows(rows), rows)
     output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(f".{output.name}.tmp")
-    tmp.write_bytes(predictions)
-    os.replace(tmp, output)
+    write_atomic(output, predictions)
     return count, how
 
 

@@ -20,7 +20,6 @@ import hashlib
 import inspect
 import io
 import json
-import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -34,6 +33,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
+from fileio import write_atomic
 from search.errors import StoreError, UserError
 from search.metric import DEFAULT_METRIC, METRICS, MetricSpec, label_str, positive_label
 
@@ -192,8 +192,8 @@ def save_task(task: PreparedTask, directory: Path) -> None:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     for name in SPLIT_FILES:
-        _write_atomic(directory / name, task.split_files[name])
-    _write_atomic(directory / "description.md", task.description.encode("utf-8"))
+        write_atomic(directory / name, task.split_files[name])
+    write_atomic(directory / "description.md", task.description.encode("utf-8"))
     meta = {
         "format": TASK_FORMAT,
         "target": task.target,
@@ -206,7 +206,7 @@ def save_task(task: PreparedTask, directory: Path) -> None:
         "rows": {"train": len(task.train), "valid": len(task.valid_X), "test": len(task.test_X)},
     }
     # task.json last: its presence says the folder is complete.
-    _write_atomic(directory / "task.json", (json.dumps(meta, indent=2) + "\n").encode("utf-8"))
+    write_atomic(directory / "task.json", (json.dumps(meta, indent=2) + "\n").encode("utf-8"))
 
 
 def load_task(directory: Path) -> PreparedTask:
@@ -543,15 +543,6 @@ def csv_bytes(frame: pd.DataFrame) -> bytes:
 
 def _read_bytes_csv(data: bytes) -> pd.DataFrame:
     return pd.read_csv(io.BytesIO(data), low_memory=False)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 def _assemble(
