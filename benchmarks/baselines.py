@@ -40,6 +40,7 @@ from engine.task import PreparedTask
 from operators.harness import PREPARE_SOURCE
 from search.errors import UserError
 from search.metric import label_str
+from search.node import PROBA_PREFIX
 
 Frames = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
 REG_FLOOR = 1e-8  # the L1/L2 terms' log-scale floor; a value there means none (their default)
@@ -122,7 +123,7 @@ def submission(task: PreparedTask, prediction: Any, proba: pd.DataFrame | None) 
         if proba is None:
             raise ValueError(f"{task.metric.name} needs class probabilities")
         for label in proba.columns:
-            out[f"proba_{label_str(label)}"] = np.asarray(proba[label], dtype=float)
+            out[f"{PROBA_PREFIX}{label_str(label)}"] = np.asarray(proba[label], dtype=float)
     buffer = io.StringIO()
     out.to_csv(buffer, index=False)
     return buffer.getvalue().encode()

@@ -27,7 +27,13 @@ import pandas as pd
 from sklearn.model_selection import KFold, StratifiedKFold
 
 from engine.blend import cross_fitted
-from engine.scoring import SubmissionError, read_submission, score, submission_metric
+from engine.scoring import (
+    SubmissionError,
+    class_probabilities,
+    read_submission,
+    score,
+    submission_metric,
+)
 from engine.task import PreparedTask, csv_bytes
 from sandbox import ExecResult, Limits
 from search.journal import Journal
@@ -149,10 +155,7 @@ def resampled_scores(task: PreparedTask, submission: pd.DataFrame, counts: np.nd
     """The raw metric of a checked held-out submission (labels `truth`, default the valid
     split's) on each resample, a row of `counts` (how often each row was drawn), by the
     metric's resampled form (search.metric)."""
-    proba = None
-    if task.metric.needs_proba:
-        columns = [c for c in submission.columns if c.startswith("proba_")]
-        proba = submission[columns].rename(columns=lambda c: c[len("proba_"):])
+    proba = class_probabilities(submission) if task.metric.needs_proba else None
     truth = task.valid_y if truth is None else truth
     return task.metric.score_resamples(truth.reset_index(drop=True), submission["prediction"],
                                        proba, task.labels, counts)

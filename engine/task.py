@@ -36,6 +36,7 @@ from sklearn.model_selection import train_test_split
 from fileio import write_atomic
 from search.errors import StoreError, UserError
 from search.metric import DEFAULT_METRIC, METRICS, MetricSpec, label_str, positive_label
+from search.node import PROBA_PREFIX
 
 # Larger files than this are refused rather than read: a CSV loads at several times its size in
 # memory, once in the driver and again in every candidate's process.
@@ -629,7 +630,7 @@ def _direction(metric: MetricSpec) -> str:
 
 
 def _proba_columns(task: PreparedTask) -> list[str]:
-    return [f"proba_{label}" for label in task.labels]
+    return [f"{PROBA_PREFIX}{label}" for label in task.labels]
 
 
 def _metric_line(task: PreparedTask) -> str:
@@ -647,14 +648,15 @@ def _prediction_rule(task: PreparedTask) -> str:
         cols = _proba_columns(task)
         if task.task_type == "binary":
             rule += (
-                f", plus proba_<label> columns with class probabilities ({task.metric.name} needs "
-                f"them; at least proba_{task.positive_label}, the positive class)"
+                f", plus {PROBA_PREFIX}<label> columns with class probabilities "
+                f"({task.metric.name} needs them; at least {PROBA_PREFIX}{task.positive_label}, "
+                "the positive class)"
             )
         else:
             shown = ", ".join(cols[:8]) + (", ..." if len(cols) > 8 else "")
             rule += (
-                f", plus one proba_<label> column per class ({shown}) with probabilities in "
-                f"[0, 1]; {task.metric.name} is computed from them"
+                f", plus one {PROBA_PREFIX}<label> column per class ({shown}) with probabilities "
+                f"in [0, 1]; {task.metric.name} is computed from them"
             )
     return rule
 
@@ -724,8 +726,9 @@ def _render_description(task: PreparedTask, facts: list[_ColumnFacts], dropped: 
     out.append(f"- metric: {_metric_line(task)}")
     if task.metric.needs_proba:
         out.append(
-            f"- {task.metric.name} is computed from probabilities: write proba_<label> columns "
-            f"({', '.join(_proba_columns(task)[:8])}{', ...' if len(task.labels) > 8 else ''})"
+            f"- {task.metric.name} is computed from probabilities: write {PROBA_PREFIX}<label> "
+            f"columns ({', '.join(_proba_columns(task)[:8])}"
+            f"{', ...' if len(task.labels) > 8 else ''})"
         )
     out += [
         "",
