@@ -13,10 +13,10 @@ import hashlib
 import importlib.util
 import json
 import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from fileio import replacing, write_atomic
 from search.errors import BackendError
 
 MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
@@ -104,25 +104,17 @@ def embedded_model_path(
 def _join(sources: Sequence[Path], target: Path) -> str:
     """Concatenate `sources` into `target` via a temp file + rename; return the sha256."""
     digest = hashlib.sha256()
-    fd, tmp_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".part", dir=target.parent)
-    tmp = Path(tmp_name)
     try:
-        os.fchmod(fd, 0o644)  # mkstemp makes it 0600; a shared cache must be readable by all
-        with os.fdopen(fd, "wb") as out:
-            for source in sources:
-                with open(source, "rb") as chunk_file:
-                    while chunk := chunk_file.read(_CHUNK):
-                        digest.update(chunk)
-                        out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())  # the rename must never publish a file still in page cache only
-        os.replace(tmp, target)
+        with replacing(target) as tmp:
+            tmp.chmod(0o644)  # a shared cache must be readable by all, whatever the umask
+            with open(tmp, "wb") as out:
+                for source in sources:
+                    with open(source, "rb") as chunk_file:
+                        while chunk := chunk_file.read(_CHUNK):
+                            digest.update(chunk)
+                            out.write(chunk)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise BackendError(f"cannot assemble embedded model into {target}: {exc}") from exc
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return digest.hexdigest()
 
 
@@ -155,9 +147,7 @@ def _write_marker(target: Path, digest: str) -> None:
     st = target.stat()
     record = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
     marker = _marker_path(target)
-    tmp = marker.with_name(marker.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record))
-    os.replace(tmp, marker)
+    write_atomic(marker, json.dumps(record))
 
 
 def _marker_matches(target: Path, sha256_prefix: str) -> bool:

@@ -35,11 +35,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from engine.folds import fold_splitter
 from engine.scoring import score
 from engine.task import PreparedTask
 from operators.harness import PREPARE_SOURCE
 from search.errors import UserError
 from search.metric import label_str
+from search.node import PROBA_PREFIX
 
 Frames = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
 REG_FLOOR = 1e-8  # the L1/L2 terms' log-scale floor; a value there means none (their default)
@@ -122,7 +124,7 @@ def submission(task: PreparedTask, prediction: Any, proba: pd.DataFrame | None) 
         if proba is None:
             raise ValueError(f"{task.metric.name} needs class probabilities")
         for label in proba.columns:
-            out[f"proba_{label_str(label)}"] = np.asarray(proba[label], dtype=float)
+            out[f"{PROBA_PREFIX}{label_str(label)}"] = np.asarray(proba[label], dtype=float)
     buffer = io.StringIO()
     out.to_csv(buffer, index=False)
     return buffer.getvalue().encode()
@@ -169,13 +171,7 @@ def lgbm_default(task: PreparedTask, budget: float, seed: int, folder: Path) -> 
 
 
 def _folds(task: PreparedTask, y: pd.Series, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    from sklearn.model_selection import KFold, StratifiedKFold
-
-    if task.task_type == "regression":
-        split = KFold(CV_FOLDS, shuffle=True, random_state=seed).split(y)
-    else:
-        split = StratifiedKFold(CV_FOLDS, shuffle=True, random_state=seed).split(y, y)
-    return list(split)
+    return list(fold_splitter(task.task_type, CV_FOLDS, seed).split(y, y))
 
 
 def optuna_lgbm(task: PreparedTask, budget: float, seed: int, folder: Path) -> BaselineResult:

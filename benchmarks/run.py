@@ -48,9 +48,11 @@ import pandas as pd
 from benchmarks.baselines import BASELINES
 from benchmarks.datasets import PROTOCOLS, Dataset, suite
 from engine.config import parse_budget
+from engine.folds import fold_splitter
 from engine.store import RunStore
 from engine.task import TaskSpec, prepare_task
-from search.errors import EngineError, UserError, exit_code
+from fileio import replacing, write_atomic
+from search.errors import EngineError, UserError, error_exit
 from search.policy import available
 
 RESULTS = "results.parquet"
@@ -215,7 +217,7 @@ def fold_files(dataset: Dataset, fold: int, settings: Settings, out: Path) -> tu
     with dataset.path.open(newline="", encoding="utf-8") as handle:
         header, *rows = list(csv.reader(handle))
     target = [row[header.index(dataset.target)] for row in rows]
-    held_out = set(outer_folds(target, dataset.task_type != "regression", settings.outer_folds,
+    held_out = set(outer_folds(target, dataset.task_type, settings.outer_folds,
                                settings.split_seed)[fold].tolist())
     folder.mkdir(parents=True, exist_ok=True)
     for path, keep in ((data, False), (test, True)):
@@ -223,19 +225,15 @@ def fold_files(dataset: Dataset, fold: int, settings: Settings, out: Path) -> tu
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(header)
         writer.writerows(row for i, row in enumerate(rows) if (i in held_out) == keep)
-        _write_text(path, buffer.getvalue())
+        write_atomic(path, buffer.getvalue())
     return data, test
 
 
-def outer_folds(target: list[str], classes: bool, folds: int, seed: int) -> list[Any]:
+def outer_folds(target: list[str], task_type: str, folds: int, seed: int) -> list[Any]:
     """Row indices of each outer fold's test part (sorted; together they are every row once)."""
-    from sklearn.model_selection import KFold, StratifiedKFold
-
     if folds > len(target):
         raise UserError(f"bad --outer-folds {folds}: a task has only {len(target)} rows")
-    split = (StratifiedKFold(folds, shuffle=True, random_state=seed).split(target, target)
-             if classes else KFold(folds, shuffle=True, random_state=seed).split(target))
-    return [test for _, test in split]
+    return [test for _, test in fold_splitter(task_type, folds, seed).split(target, target)]
 
 
 def _run_baseline(job: Job, dataset: Dataset, settings: Settings, out: Path, data: Path,
@@ -254,7 +252,7 @@ def _run_baseline(job: Job, dataset: Dataset, settings: Settings, out: Path, dat
               "test": result.test, "params": result.params, "fits": result.fits,
               "seconds": seconds, "budget": settings.baseline_budget,
               "data_hash": task.data_hash, "started_at": started, "curve": result.curve}
-    _write_text(folder / "result.json", json.dumps(record, indent=2, default=str) + "\n")
+    write_atomic(folder / "result.json", json.dumps(record, indent=2, default=str) + "\n")
     return {
         "metric": task.metric.name, "valid": result.valid, "test": result.test,
         "nodes": result.fits, "ok_nodes": result.fits, "prompt_tokens": 0,
@@ -375,9 +373,8 @@ def check_same_suite(results: pd.DataFrame, settings: Settings, path: Path) -> N
 def save_results(path: Path, frame: pd.DataFrame) -> None:
     """Write the whole table to a hidden file, then rename it: a reader never sees half."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    frame.reindex(columns=list(COLUMNS)).to_parquet(tmp, index=False)
-    tmp.replace(path)
+    with replacing(path) as tmp:
+        frame.reindex(columns=list(COLUMNS)).to_parquet(tmp, index=False)
 
 
 def _add_row(results: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
@@ -385,12 +382,6 @@ def _add_row(results: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
         (results.seed == row["seed"]) & (results.fold == row["fold"])
     kept = results[~key].to_dict("records")
     return pd.DataFrame([*kept, {c: row.get(c) for c in COLUMNS}], columns=list(COLUMNS))
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 # ---- main ------------------------------------------------------------------------------------
@@ -475,8 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         results = run_suite(jobs, {d.name: d for d in datasets}, settings, args.out,
                             args.parallel)
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_code(exc)
+        return error_exit(exc)
     failed = int((results.status != "ok").sum())
     print(f"results: {args.out / RESULTS} ({len(results)} rows, {failed} failed); report: "
           f"python -m benchmarks.report {args.out / RESULTS} -o {args.out / 'report.md'}")

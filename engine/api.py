@@ -31,6 +31,7 @@ from rich.console import Console
 from engine.config import RunConfig, merge, parse_budget
 from engine.predict import Answer
 from engine.runs import StoredRun, open_run
+from engine.scoring import class_probabilities
 from engine.search_run import SearchRun
 from search.errors import UserError
 
@@ -134,9 +135,8 @@ class Predictor:
     def predict_proba(self, rows: pd.DataFrame) -> pd.DataFrame:
         """Class probabilities, one column per class (classification under a metric that
         scores probabilities: roc_auc, log_loss)."""
-        frame = self._predictions(rows)
-        columns = [c for c in frame.columns if c.startswith("proba_")]
-        if not columns:
+        proba = class_probabilities(self._predictions(rows))
+        if proba.columns.empty:
             raise UserError("this run's answer predicts labels, not probabilities: search "
                             "with metric='roc_auc' or 'log_loss' to get them")
-        return frame[columns].rename(columns=lambda c: c[len("proba_"):])
+        return proba

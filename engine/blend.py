@@ -24,8 +24,14 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from engine.scoring import combine_predictions, label_matrix, labels_from_proba
+from engine.scoring import (
+    class_probabilities,
+    combine_predictions,
+    label_matrix,
+    labels_from_proba,
+)
 from engine.task import PreparedTask
+from search.node import PROBA_PREFIX
 
 SIZE = 25  # rounds of selection: weights in steps of 1/25 at the finest
 
@@ -34,7 +40,7 @@ def _matrix(task: PreparedTask, frame: pd.DataFrame) -> np.ndarray:
     """What is averaged: the number, the probability columns, or one-hot labels."""
     if task.task_type == "regression":
         return frame[["prediction"]].to_numpy(dtype=float)
-    columns = [c for c in frame.columns if c.startswith("proba_")]
+    columns = [c for c in frame.columns if c.startswith(PROBA_PREFIX)]
     if columns:
         return frame[columns].to_numpy(dtype=float)
     return label_matrix(task, frame["prediction"])
@@ -43,7 +49,7 @@ def _matrix(task: PreparedTask, frame: pd.DataFrame) -> np.ndarray:
 def _frame(task: PreparedTask, matrix: np.ndarray, like: pd.DataFrame) -> pd.DataFrame:
     if task.task_type == "regression":
         return pd.DataFrame({"prediction": matrix[:, 0]})
-    columns = [c for c in like.columns if c.startswith("proba_")]
+    columns = [c for c in like.columns if c.startswith(PROBA_PREFIX)]
     if columns:
         proba = pd.DataFrame(matrix, columns=columns)
         return pd.concat([pd.DataFrame({"prediction": labels_from_proba(task, proba)}), proba],
@@ -53,10 +59,7 @@ def _frame(task: PreparedTask, matrix: np.ndarray, like: pd.DataFrame) -> pd.Dat
 
 
 def _score(task: PreparedTask, frame: pd.DataFrame, truth: pd.Series) -> float:
-    proba = None
-    if task.metric.needs_proba:
-        columns = [c for c in frame.columns if c.startswith("proba_")]
-        proba = frame[columns].rename(columns=lambda c: c[len("proba_"):])
+    proba = class_probabilities(frame) if task.metric.needs_proba else None
     return task.metric.normalise(task.metric.score(truth, frame["prediction"], proba,
                                                    task.labels))
 

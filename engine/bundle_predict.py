@@ -67,6 +67,8 @@ def combine(parts: list[pd.DataFrame], info: dict) -> pd.DataFrame:
     if info["task_type"] == "regression":
         return pd.DataFrame({"prediction": np.mean(
             [p["prediction"].to_numpy(dtype=float) for p in parts], axis=0)})
+    # "proba_" mirrors search.node.PROBA_PREFIX: this file is copied into bundles and imports
+    # nothing of ours.
     columns = [c for c in parts[0].columns if c.startswith("proba_")]
     if columns:
         proba = pd.DataFrame({c: np.mean([p[c].to_numpy(dtype=float) for p in parts], axis=0)

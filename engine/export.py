@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections import Counter
 from collections.abc import Iterable
@@ -29,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.runs import open_run
-from search.errors import EngineError, StoreError, UserError, exit_code
+from fileio import write_atomic
+from search.errors import EngineError, StoreError, UserError, error_exit
 
 FORMATS = ("sharegpt", "alpaca", "messages")
 
@@ -137,17 +137,8 @@ def export_sft(run_dirs: Iterable[Path], out: Path, fmt: str = "sharegpt",
         reason = "".join(f"; {n} {why}" for why, n in skipped.items())
         raise UserError(f"no successful steps to export in {len(dirs)} run(s){reason}; "
                         "nothing written")
-    tmp = out.parent / f".{out.name}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            for example in examples:
-                handle.write(json.dumps(to_format(example, fmt), ensure_ascii=False) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        tmp.replace(out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomic(out, "".join(json.dumps(to_format(example, fmt), ensure_ascii=False) + "\n"
+                              for example in examples))
     return Counter(e["operator"] for e in examples), skipped, len(dirs)
 
 
@@ -189,8 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             written = export_model(args.run, args.output)
         except EngineError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return exit_code(exc)
+            return error_exit(exc)
         print(f"wrote {args.output}: {written['models']} model(s), "
               f"{written['bytes'] / 2**20:.1f} MiB; requirements: "
               f"{', '.join(written['requirements'])}")
@@ -199,8 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         per_operator, skipped, runs = export_sft(args.runs, args.output, args.format,
                                                  args.min_gain)
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_code(exc)
+        return error_exit(exc)
     counts = ", ".join(f"{n} {op}" for op, n in sorted(per_operator.items()))
     extra = "".join(f"; skipped {n} {why}" for why, n in skipped.items())
     print(f"wrote {sum(per_operator.values())} examples ({counts}) from {runs} run(s) to "

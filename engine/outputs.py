@@ -22,6 +22,7 @@ from typing import Any
 
 from engine.runs import StoredRun, open_run
 from engine.summary import FILES, busy_shares, cost, worker_spans
+from fileio import write_atomic
 from search.journal import Journal
 from search.metric import METRICS
 from search.node import Node, Operator, Status
@@ -181,9 +182,7 @@ def _write_tree_html(run: StoredRun) -> Path:
             .replace("__CSS__", _CSS).replace("__JS__", _JS)
             .replace("__DATA__", embed_json(data)))
     out = root / "tree.html"
-    tmp = root / ".tree.html.tmp"
-    tmp.write_text(html, encoding="utf-8")
-    tmp.rename(out)
+    write_atomic(out, html)
     return out
 
 

@@ -20,7 +20,6 @@ line and exit code 1.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -40,9 +39,10 @@ from engine.scoring import (
     read_submission,
 )
 from engine.task import PreparedTask, csv_bytes
+from fileio import write_atomic
 from operators.fitted import SERVE, fitted_wrapper
 from sandbox import ExecResult, Limits, SandboxError, Session, run_script, start_session
-from search.errors import EngineError, UserError, exit_code
+from search.errors import EngineError, UserError, error_exit
 
 DEFAULT_TIMEOUT = 600.0
 T = TypeVar("T")
@@ -193,9 +193,7 @@ def predict(run: Path, rows: Path, output: Path, *, refit: bool = False,
     with Answer(run, refit=refit, timeout=timeout) as answer:
         predictions, count, how = answer.predict(read_rows(rows), rows)
     output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(f".{output.name}.tmp")
-    tmp.write_bytes(predictions)
-    os.replace(tmp, output)
+    write_atomic(output, predictions)
     return count, how
 
 
@@ -228,8 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         count, how = predict(args.run, args.rows, args.output, refit=args.refit,
                              timeout=args.timeout)
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_code(exc)
+        return error_exit(exc)
     print(f"wrote {count} predictions to {args.output} (the answer of {args.run.name}, "
           f"{how})")
     return 0

@@ -21,6 +21,7 @@ import pandas as pd
 
 from engine.task import PreparedTask
 from search.metric import positive_label
+from search.node import PROBA_PREFIX
 
 SPLITS = ("valid", "test")
 # Written by some libraries for a missing value; a missing prediction is an error, not a label.
@@ -123,7 +124,7 @@ def _checked(task: PreparedTask, raw: pd.DataFrame, name: str, source: str,
     out["prediction"] = labels.astype(object)
     if task.metric.needs_proba:
         for label, values in _probabilities(task, raw, matcher, name).items():
-            out[f"proba_{label}"] = values
+            out[f"{PROBA_PREFIX}{label}"] = values
     return out
 
 
@@ -158,11 +159,14 @@ def score_train(task: PreparedTask, csv_bytes: bytes | None,
 
 def submission_metric(task: PreparedTask, submission: pd.DataFrame, truth: pd.Series) -> float:
     """The raw metric of a checked submission (as `read_submission` returns it) on `truth`."""
-    proba = None
-    if task.metric.needs_proba:
-        columns = [c for c in submission.columns if c.startswith("proba_")]
-        proba = submission[columns].rename(columns=lambda c: c[len("proba_"):])
+    proba = class_probabilities(submission) if task.metric.needs_proba else None
     return task.metric.score(truth, submission["prediction"], proba, task.labels)
+
+
+def class_probabilities(frame: pd.DataFrame) -> pd.DataFrame:
+    """The probability columns of a checked prediction frame, each named by its class."""
+    columns = [c for c in frame.columns if c.startswith(PROBA_PREFIX)]
+    return frame[columns].rename(columns=lambda c: c.removeprefix(PROBA_PREFIX))
 
 
 # --- across folds ---------------------------------------------------------------------------
@@ -193,7 +197,7 @@ def combine_predictions(task: PreparedTask, frames: Sequence[pd.DataFrame],
     if task.task_type == "regression":
         return pd.DataFrame({"prediction": w @ np.stack(
             [f["prediction"].to_numpy(dtype=float) for f in frames])})
-    columns = [c for c in frames[0].columns if c.startswith("proba_")]
+    columns = [c for c in frames[0].columns if c.startswith(PROBA_PREFIX)]
     if columns:
         proba = pd.DataFrame({c: w @ np.stack([f[c].to_numpy(dtype=float) for f in frames])
                               for c in columns})
@@ -220,7 +224,7 @@ def labels_from_proba(task: PreparedTask, proba: pd.DataFrame) -> np.ndarray:
         positive = positive_label(task.labels)
         negative = next(label for label in task.labels if label != positive)
         return np.where(proba.iloc[:, 0].to_numpy() >= 0.5, positive, negative).astype(object)
-    labels = np.asarray([c[len("proba_"):] for c in proba.columns], dtype=object)
+    labels = np.asarray([c.removeprefix(PROBA_PREFIX) for c in proba.columns], dtype=object)
     return labels[proba.to_numpy().argmax(axis=1)]
 
 
@@ -255,12 +259,12 @@ def frame_csv(task: PreparedTask, frame: pd.DataFrame) -> bytes:
     """A checked prediction frame as submission CSV bytes (what `read_submission` reads),
     with a probability column per class in the task's order (a binary frame holds the
     positive class's alone)."""
-    columns = [c for c in frame.columns if c.startswith("proba_")]
+    columns = [c for c in frame.columns if c.startswith(PROBA_PREFIX)]
     if task.task_type == "binary" and len(columns) == 1:
         positive = positive_label(task.labels)
-        p = frame[f"proba_{positive}"]
+        p = frame[f"{PROBA_PREFIX}{positive}"]
         frame = pd.concat([frame[["prediction"]]] + [
-            (p if label == positive else 1.0 - p).rename(f"proba_{label}")
+            (p if label == positive else 1.0 - p).rename(f"{PROBA_PREFIX}{label}")
             for label in task.labels], axis=1)
     buffer = io.StringIO()
     frame.to_csv(buffer, index=False)
@@ -336,8 +340,8 @@ def _probabilities(
 ) -> dict[str, pd.Series]:
     found: dict[str, str] = {}
     for column in raw.columns:
-        if column.startswith("proba_"):
-            label = matcher.match(column[len("proba_"):])
+        if column.startswith(PROBA_PREFIX):
+            label = matcher.match(column.removeprefix(PROBA_PREFIX))
             if label is not None and label not in found:
                 found[label] = column
     metric = task.metric.name
@@ -349,14 +353,14 @@ def _probabilities(
         if negative in found:
             return {positive: 1.0 - _probability(raw[found[negative]], name, found[negative])}
         raise SubmissionError(
-            f"{name} has no column proba_{positive} (probability of class {positive!r}), which "
-            f"metric {metric} needs; columns found: {_columns(raw)}"
+            f"{name} has no column {PROBA_PREFIX}{positive} (probability of class {positive!r}), "
+            f"which metric {metric} needs; columns found: {_columns(raw)}"
         )
-    missing = [f"proba_{label}" for label in task.labels if label not in found]
+    missing = [f"{PROBA_PREFIX}{label}" for label in task.labels if label not in found]
     if missing:
         raise SubmissionError(
             f"{name} lacks {', '.join(missing[:8])}{', ...' if len(missing) > 8 else ''}: "
-            f"metric {metric} needs one proba_<label> column per class "
+            f"metric {metric} needs one {PROBA_PREFIX}<label> column per class "
             f"({len(task.labels)} classes; e.g. from model.predict_proba with model.classes_); "
             f"columns found: {_columns(raw)}"
         )

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -47,6 +46,7 @@ from engine.runs import open_run
 from engine.store import RunStore
 from engine.summary import summary_facts, write_summary
 from engine.task import PreparedTask, TaskSpec, prepare_task
+from fileio import write_atomic
 from operators.analyst import analysis_findings, next_analysis
 from operators.context import TaskContext
 from sandbox import isolation_mode
@@ -388,7 +388,5 @@ def write_task_yaml(root: Path, config: RunConfig, metric: str) -> Path:
     path = root / "task.yaml"
     header = (f"The task of run {root.name}. Edit it and run it again with:\n"
               f"  python -m engine.run --task {path}")
-    tmp = path.with_name(".task.yaml.tmp")
-    tmp.write_text(task_yaml_text(config, metric, header), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, task_yaml_text(config, metric, header))
     return path

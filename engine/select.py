@@ -24,10 +24,16 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import KFold, StratifiedKFold
 
 from engine.blend import cross_fitted
-from engine.scoring import SubmissionError, read_submission, score, submission_metric
+from engine.folds import fold_splitter
+from engine.scoring import (
+    SubmissionError,
+    class_probabilities,
+    read_submission,
+    score,
+    submission_metric,
+)
 from engine.task import PreparedTask, csv_bytes
 from sandbox import ExecResult, Limits
 from search.journal import Journal
@@ -65,11 +71,7 @@ def cross_validate(task: PreparedTask, node: Node, folds: int, seed: int,
         ignore_index=True,
     )
     y = full[task.target]
-    splitter: KFold | StratifiedKFold
-    if task.task_type == "regression":
-        splitter = KFold(folds, shuffle=True, random_state=seed)
-    else:
-        splitter = StratifiedKFold(folds, shuffle=True, random_state=seed)
+    splitter = fold_splitter(task.task_type, folds, seed)
     scores: list[float] = []
     for train_rows, fold_rows in splitter.split(full, y.astype(str)):
         fold = full.iloc[fold_rows]
@@ -149,10 +151,7 @@ def resampled_scores(task: PreparedTask, submission: pd.DataFrame, counts: np.nd
     """The raw metric of a checked held-out submission (labels `truth`, default the valid
     split's) on each resample, a row of `counts` (how often each row was drawn), by the
     metric's resampled form (search.metric)."""
-    proba = None
-    if task.metric.needs_proba:
-        columns = [c for c in submission.columns if c.startswith("proba_")]
-        proba = submission[columns].rename(columns=lambda c: c[len("proba_"):])
+    proba = class_probabilities(submission) if task.metric.needs_proba else None
     truth = task.valid_y if truth is None else truth
     return task.metric.score_resamples(truth.reset_index(drop=True), submission["prediction"],
                                        proba, task.labels, counts)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import os
 import secrets
 import shutil
 import time
@@ -27,6 +26,7 @@ import pyarrow.parquet as pq
 
 from engine.folds import Folds
 from engine.task import PreparedTask, load_task, save_task
+from fileio import replacing, write_atomic
 from search.errors import StoreError
 from search.node import LONG_TEXT_FIELDS, Node, Operator
 from search.policy import Proposal
@@ -150,16 +150,8 @@ class RunStore:
         row["test_metric_raw"] = test_metric_raw
         table = pa.Table.from_pylist([row], schema=SCHEMA)
         final = self.nodes_dir / f"part-{node.step:06d}-{node.node_id}.parquet"
-        tmp = _hidden_tmp(final)
-        try:
+        with replacing(final) as tmp:
             pq.write_table(table, tmp, **WRITE_OPTIONS)
-            with open(tmp, "rb+") as handle:
-                os.fsync(handle.fileno())
-            tmp.rename(final)
-        except OSError:
-            # A failed write (disk full, I/O error) leaves no torn temp file behind.
-            tmp.unlink(missing_ok=True)
-            raise
         self._appended += 1
         if self._appended % COMPACT_EVERY == 0:
             self.compact()
@@ -179,11 +171,8 @@ class RunStore:
         table = pa.concat_tables([table, *(pq.read_table(p, schema=SCHEMA) for p in parts[1:])])
         steps = table.column("step").to_pylist()
         final = self.nodes_dir / f"chunk-{min(steps):06d}-{max(steps):06d}.parquet"
-        tmp = _hidden_tmp(final)
-        pq.write_table(table, tmp, **WRITE_OPTIONS)
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        tmp.rename(final)
+        with replacing(final) as tmp:
+            pq.write_table(table, tmp, **WRITE_OPTIONS)
         for part in parts:
             part.unlink()
         return final
@@ -279,15 +268,6 @@ class RunStore:
         return [Node.from_record(r) for r in rows], tests
 
 
-def _hidden_tmp(final: Path) -> Path:
-    # A leading dot hides a half-written file from pandas/pyarrow readers of nodes/.
-    return final.parent / f".{final.name}.tmp"
-
-
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    with open(tmp, "rb+") as handle:
-        os.fsync(handle.fileno())
-    tmp.rename(path)
+    write_atomic(path, json.dumps(data, indent=2, default=str) + "\n")

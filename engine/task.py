@@ -20,7 +20,6 @@ import hashlib
 import inspect
 import io
 import json
-import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -34,8 +33,10 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
+from fileio import write_atomic
 from search.errors import StoreError, UserError
 from search.metric import DEFAULT_METRIC, METRICS, MetricSpec, label_str, positive_label
+from search.node import PROBA_PREFIX
 
 # Larger files than this are refused rather than read: a CSV loads at several times its size in
 # memory, once in the driver and again in every candidate's process.
@@ -192,8 +193,8 @@ def save_task(task: PreparedTask, directory: Path) -> None:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     for name in SPLIT_FILES:
-        _write_atomic(directory / name, task.split_files[name])
-    _write_atomic(directory / "description.md", task.description.encode("utf-8"))
+        write_atomic(directory / name, task.split_files[name])
+    write_atomic(directory / "description.md", task.description.encode("utf-8"))
     meta = {
         "format": TASK_FORMAT,
         "target": task.target,
@@ -206,7 +207,7 @@ def save_task(task: PreparedTask, directory: Path) -> None:
         "rows": {"train": len(task.train), "valid": len(task.valid_X), "test": len(task.test_X)},
     }
     # task.json last: its presence says the folder is complete.
-    _write_atomic(directory / "task.json", (json.dumps(meta, indent=2) + "\n").encode("utf-8"))
+    write_atomic(directory / "task.json", (json.dumps(meta, indent=2) + "\n").encode("utf-8"))
 
 
 def load_task(directory: Path) -> PreparedTask:
@@ -545,15 +546,6 @@ def _read_bytes_csv(data: bytes) -> pd.DataFrame:
     return pd.read_csv(io.BytesIO(data), low_memory=False)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 def _assemble(
     files: Mapping[str, bytes],
     *,
@@ -638,7 +630,7 @@ def _direction(metric: MetricSpec) -> str:
 
 
 def _proba_columns(task: PreparedTask) -> list[str]:
-    return [f"proba_{label}" for label in task.labels]
+    return [f"{PROBA_PREFIX}{label}" for label in task.labels]
 
 
 def _metric_line(task: PreparedTask) -> str:
@@ -656,14 +648,15 @@ def _prediction_rule(task: PreparedTask) -> str:
         cols = _proba_columns(task)
         if task.task_type == "binary":
             rule += (
-                f", plus proba_<label> columns with class probabilities ({task.metric.name} needs "
-                f"them; at least proba_{task.positive_label}, the positive class)"
+                f", plus {PROBA_PREFIX}<label> columns with class probabilities "
+                f"({task.metric.name} needs them; at least {PROBA_PREFIX}{task.positive_label}, "
+                "the positive class)"
             )
         else:
             shown = ", ".join(cols[:8]) + (", ..." if len(cols) > 8 else "")
             rule += (
-                f", plus one proba_<label> column per class ({shown}) with probabilities in "
-                f"[0, 1]; {task.metric.name} is computed from them"
+                f", plus one {PROBA_PREFIX}<label> column per class ({shown}) with probabilities "
+                f"in [0, 1]; {task.metric.name} is computed from them"
             )
     return rule
 
@@ -733,8 +726,9 @@ def _render_description(task: PreparedTask, facts: list[_ColumnFacts], dropped: 
     out.append(f"- metric: {_metric_line(task)}")
     if task.metric.needs_proba:
         out.append(
-            f"- {task.metric.name} is computed from probabilities: write proba_<label> columns "
-            f"({', '.join(_proba_columns(task)[:8])}{', ...' if len(task.labels) > 8 else ''})"
+            f"- {task.metric.name} is computed from probabilities: write {PROBA_PREFIX}<label> "
+            f"columns ({', '.join(_proba_columns(task)[:8])}"
+            f"{', ...' if len(task.labels) > 8 else ''})"
         )
     out += [
         "",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from operators.context import TaskContext
 from operators.measure import HARNESS_MEASURE
-from search.node import MODEL_END, MODEL_START
+from search.node import MODEL_END, MODEL_START, PROBA_PREFIX
 
 _HEAD = '''"""Solution script: the engine's harness around LLM-written model code.
 
@@ -98,7 +98,7 @@ def _frame_function(ctx: TaskContext) -> str:
             "                         f\"(rows, {len(LABELS)}) for {path}; got {pred.shape}\")\n"
             "    out = pd.DataFrame({\"prediction\": np.asarray(LABELS)[pred.argmax(axis=1)]})\n"
             "    for i, label in enumerate(LABELS):\n"
-            "        out[f\"proba_{label}\"] = pred[:, i]\n"
+            f"        out[f\"{PROBA_PREFIX}{{label}}\"] = pred[:, i]\n"
         )
     elif ensemble_vote(ctx):  # labels; the ensemble's vote uses _treeml_labels too
         labels += _LABELS_FUNCTION

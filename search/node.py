@@ -16,6 +16,9 @@ from typing import Any
 # script around it); a whole-script reply has neither marker.
 MODEL_START = "# ---- model code (written by the LLM) ----"
 MODEL_END = "# ---- end of model code ----"
+# A class's probability column in a submission is PROBA_PREFIX + the label (`proba_yes`): the
+# harness writes it, the engine's scoring, selection, blend and API read it back.
+PROBA_PREFIX = "proba_"
 
 
 class Status(StrEnum):
