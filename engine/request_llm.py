@@ -22,7 +22,7 @@ from engine.request import (
     parse_request,
     with_target_from_words,
 )
-from engine.task import MAX_DATA_BYTES, resolve_metric, stated_task_type
+from engine.task_checks import MAX_DATA_BYTES, resolve_metric, stated_task_type
 from search.chat import ChatPrompt, Reply
 from search.errors import UserError
 from search.metric import METRICS

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import engine.task as task_module
+import engine.task_checks as task_checks
 from engine.task import (
     PreparedTask,
     TaskSpec,
@@ -293,7 +293,7 @@ def test_file_over_the_size_guard_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = _write(tmp_path, _frame(100, target=_binary_strings(100)))
-    monkeypatch.setattr(task_module, "MAX_DATA_BYTES", 100)
+    monkeypatch.setattr(task_checks, "MAX_DATA_BYTES", 100)
     with pytest.raises(UserError, match=r"over the 100 B limit"):
         prepare_task(TaskSpec(path, "y"))
 
