@@ -80,7 +80,7 @@ class Journal:
         """How many debug steps in a row led to this node (0 for a non-debug node)."""
         depth = 0
         node = self._nodes[node_id]
-        while node.operator is Operator.DEBUG and node.parent_id is not None:
+        while node.operator.traits.repairs and node.parent_id is not None:
             depth += 1
             node = self._nodes[node.parent_id]
         return depth
@@ -92,7 +92,7 @@ class Journal:
     @property
     def draft_nodes(self) -> list[Node]:
         """LLM-written roots; the engine's baseline root is not a draft."""
-        return [n for n in self.children(None) if n.operator in (Operator.DRAFT, Operator.RECALL)]
+        return [n for n in self.children(None) if n.operator.traits.draft]
 
     def baseline(self) -> Node | None:
         """The engine's baseline root, when it ran: what a node's gain is measured against."""
