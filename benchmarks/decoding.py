@@ -29,8 +29,8 @@ from benchmarks.datasets import suite
 from engine.run import task_context
 from engine.task import TaskSpec, prepare_task
 from operators.harness import assemble
+from operators.kinds import build_prompt
 from operators.models import model_code
-from operators.prompts import build_prompt
 from search.chat import ChatPrompt
 from search.errors import UserError, exit_code
 from search.families import PORTFOLIO
