@@ -21,6 +21,7 @@ class Journal:
         self.constraints = constraints or Constraints()
         self._nodes: dict[str, Node] = {}
         self._children: dict[str | None, list[str]] = {}
+        self._by_operator: dict[Operator, list[str]] = {}
         self._hashes: dict[str, str] = {}
         self._best: Node | None = None
         self._baseline: Node | None = None
@@ -35,6 +36,7 @@ class Journal:
             raise ValueError(f"node {node.node_id} names unknown parent {node.parent_id}")
         self._nodes[node.node_id] = node
         self._children.setdefault(node.parent_id, []).append(node.node_id)
+        self._by_operator.setdefault(node.operator, []).append(node.node_id)
         if node.code_hash and node.status is not Status.LOST:
             self._hashes.setdefault(node.code_hash, node.node_id)
         if self.is_eligible(node) and (self._best is None or _key(node) > _key(self._best)):
@@ -62,6 +64,10 @@ class Journal:
     def children(self, node_id: str | None) -> list[Node]:
         """Children of a node; `None` gives the roots (drafts)."""
         return [self._nodes[c] for c in self._children.get(node_id, ())]
+
+    def nodes_of(self, operator: Operator) -> list[Node]:
+        """The nodes of one operator, in the order they were added."""
+        return [self._nodes[i] for i in self._by_operator.get(operator, ())]
 
     def is_leaf(self, node_id: str) -> bool:
         return not self._children.get(node_id)
