@@ -2,7 +2,9 @@
 
 Derived facts (children, debug depth, leaves, best) live on the Journal, never in a node.
 The test-split score is deliberately absent: it is stored beside the node by the engine and
-never reaches a policy or a prompt.
+never reaches a policy or a prompt. Each operator's traits (what the search needs to know of
+it) sit beside the Operator enum; the rest of an operator lives in its module under
+operators/kinds/.
 """
 
 from __future__ import annotations
