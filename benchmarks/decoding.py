@@ -29,8 +29,8 @@ from benchmarks.datasets import suite
 from engine.search_run import task_context
 from engine.task import TaskSpec, prepare_task
 from operators.harness import assemble
+from operators.kinds import build_prompt
 from operators.models import model_code
-from operators.prompts import build_prompt
 from search.chat import ChatPrompt
 from search.errors import UserError, error_exit
 from search.families import PORTFOLIO

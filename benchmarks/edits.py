@@ -36,8 +36,8 @@ from engine.search_run import task_context
 from engine.task import PreparedTask, TaskSpec, prepare_task
 from operators.context import TaskContext
 from operators.harness import assemble, model_part
+from operators.kinds import build_prompt
 from operators.models import model_code
-from operators.prompts import build_prompt
 from operators.replies import parse_reply
 from sandbox import Limits, run_script
 from search.chat import ChatPrompt

@@ -63,7 +63,7 @@ def measure(run_dir: Path) -> dict[str, Any]:
     start = min((n.created_at for n in nodes if n.created_at), default=0.0)
     # The LLM's first attempts: drafts and recalls, roots, or (runs made at 010e490, whose
     # recall waited for its case node) a child of the case node.
-    drafts = [n for n in nodes if n.operator in (Operator.DRAFT, Operator.RECALL)
+    drafts = [n for n in nodes if n.operator.traits.draft
               and n.code and (n.exec_seconds > 0 or n.is_ok)]
     recalls = [n for n in drafts if n.operator is Operator.RECALL]
     stored = [n for n in nodes if as_stored(n)]

@@ -25,10 +25,12 @@ import numpy as np
 import pandas as pd
 
 from engine.scoring import (
+    HeldOut,
     class_probabilities,
     combine_predictions,
     label_matrix,
     labels_from_proba,
+    submission_metric,
 )
 from engine.task import PreparedTask
 from search.node import PROBA_PREFIX
@@ -96,6 +98,20 @@ def blend(task: PreparedTask, frames: Mapping[str, pd.DataFrame],
     ids = list(weights)
     return combine_predictions(task, [frames[i] for i in ids], [weights[i] for i in ids])
 
+
+
+def ensemble_selection(task: PreparedTask, kept: Mapping[str, HeldOut],
+                       truth: pd.Series) -> tuple[dict[str, int], HeldOut | None]:
+    """The weights ensemble selection gives the kept nodes' held-out predictions (best weight
+    first), and the blend's predictions with their scores; ({}, None) with nothing kept."""
+    weights = select_weights(task, {i: p.valid for i, p in kept.items()}, truth)
+    if not weights:
+        return {}, None
+    valid = blend(task, {i: kept[i].valid for i in weights}, weights)
+    test = blend(task, {i: kept[i].test for i in weights}, weights)
+    best_first = dict(sorted(weights.items(), key=lambda item: -item[1]))
+    return best_first, HeldOut(valid, test, submission_metric(task, valid, truth),
+                               submission_metric(task, test, task.test_y))
 
 def cross_fitted(task: PreparedTask, candidates: Mapping[str, pd.DataFrame], truth: pd.Series,
                  groups: np.ndarray, size: int = SIZE) -> pd.DataFrame:

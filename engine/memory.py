@@ -165,7 +165,7 @@ def _fixes(journal: Journal, mark: str) -> list[dict[str, Any]]:
     fixes = []
     for node in journal:
         parent = journal.get(node.parent_id) if node.parent_id else None
-        if (node.operator is Operator.DEBUG and node.is_ok and parent is not None
+        if (node.operator.traits.repairs and node.is_ok and parent is not None
                 and parent.is_buggy and parent.error and parent.has_model_code
                 and node.has_model_code):
             error = parent.error.strip().splitlines()[0][:300]

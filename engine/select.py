@@ -37,7 +37,7 @@ from engine.scoring import (
 from engine.task import PreparedTask, csv_bytes
 from sandbox import ExecResult, Limits
 from search.journal import Journal
-from search.node import Node, Operator
+from search.node import Node
 
 # Runs a script in a sandbox: the search's executors (actors.workers.Workers.run_script).
 Runner = Callable[[str, dict[str, bytes], Limits], ExecResult]
@@ -217,10 +217,10 @@ def select_confirmed(task: PreparedTask, journal: Journal,
         if scores is not None and p is not None and p >= CONFIDENCE:
             confirmed.append((node, scores))
     winner = confirmed[0][0] if confirmed else baseline
-    if confirmed and winner.operator is not Operator.ENSEMBLE:
+    if confirmed and not winner.operator.traits.combines:
         top = confirmed[0][1]
         for node, scores in confirmed[1:]:
-            if node.operator is Operator.ENSEMBLE:
+            if node.operator.traits.combines:
                 p = share_better(task, top, scores)
                 record["ensemble_check"] = {"node_id": node.node_id, "p_best_beats_it": p}
                 if p < CONFIDENCE:
@@ -237,7 +237,7 @@ def cross_fitted_score(task: PreparedTask, node: Node,
     selected among (its hint): rows in `groups` (the fold of each held-out row; one group, the
     holdout, is cut into HOLDOUT_GROUPS at random). None when a candidate's kept predictions
     are missing, or for a node that is not an ensemble."""
-    if node.operator is not Operator.ENSEMBLE or not node.hint:
+    if not node.operator.traits.combines or not node.hint:
         return None
     try:
         candidates = {i: read_submission(task, predictions(i), "valid", len(truth))

@@ -6,16 +6,15 @@ nothing more (`Done`, holding the node), and takes the answers back through `on_
 steps ask for onto the LLM and executor pools, and the benchmarks that replay steps drive the
 same class one call at a time (`run_step`).
 
-Per operator:
-- baseline, ensemble, portfolio, tune, case: code the engine writes (or, for a case, took
-  from the memory as stored) -> execution, with no LLM call.
-- draft, improve, debug, sela, recall: [a reflection first: --reflect, debug and improve
-  only] -> code -> [one repair re-ask when the reply has no usable code] -> duplicate check ->
-  execution -> scored in the driver on hidden labels. A recall is the LLM's adaptation of a
-  retrieved case; the case as stored is a node of its own (case).
+What differs between operators (prompt, reply reading, engine-written code, run limit) the
+step asks of the operator's module (`operators.kinds.kind_of`). The shapes of a life:
+- engine-written (baseline, ensemble, portfolio, tune, case): code -> execution, no LLM call;
+  an ensemble is blended here from its members' kept predictions and nothing runs.
+- LLM-written (draft, improve, debug, sela, recall): [a reflection first: --reflect, kinds
+  that reflect] -> code -> [one repair re-ask when the reply has no usable code] -> duplicate
+  check -> execution -> scored in the driver on hidden labels.
 - insights: ideas -> [one repair re-ask] -> done; nothing runs.
-- analyze: an exploration script -> [one repair re-ask] -> execution with a shorter cap; what
-  it prints is its result.
+- analyze (unscored): a script -> [one repair re-ask] -> one run; what it prints is its result.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from engine.blend import blend, select_weights
+from engine.blend import ensemble_selection
 from engine.folds import Folds, all_folds_inputs, dev_labels, fold_inputs, make_folds
 from engine.scoring import (
     HeldOut,
@@ -36,47 +35,28 @@ from engine.scoring import (
     read_submission,
     score_held_out,
     score_train,
-    submission_metric,
 )
 from engine.task import PreparedTask
-from operators.analyst import (
-    ANALYSIS_SECONDS,
-    analysis_findings,
-    next_analysis,
-    parse_analysis,
-    silent_analysis_error,
-)
+from operators.analyst import analysis_findings, next_analysis
 from operators.context import TaskContext
 from operators.flags import implementation_flags
-from operators.harness import assemble, baseline_code, ensemble_code, model_part
+from operators.harness import model_part
+from operators.kinds import kind_of, repair_prompt
+from operators.kinds.ensemble import ensemble_cost, ensemble_written
 from operators.measure import Measurements, split_measurements
-from operators.memory import AS_STORED
-from operators.models import model_code
-from operators.params import read_params, with_params
-from operators.prompts import (
-    INSIGHTS_ASK,
-    build_prompt,
-    improve_change,
-    recalled_case,
-    reflect_prompt,
-    repair_prompt,
-)
-from operators.replies import clean_reflection, parse_insights, parse_reply, self_reported_metric
+from operators.params import params_json
+from operators.replies import clean_reflection, self_reported_metric
 from sandbox import ExecResult, Limits
 from search.chat import ChatPrompt, Reply
-from search.floor import describe
 from search.journal import Journal
 from search.node import Node, Operator, Status, code_hash
 from search.policy import Proposal
-from search.sela import encode_insights
 
 DEADLINE_ERROR = "stopped at the budget deadline"
 STOPPED_ERROR = "stopped by the user"
 # Nodes whose predictions stay in memory: ensemble selection chooses among the 20 best.
 KEPT_IN_MEMORY = 50
-ENGINE_WRITTEN = (Operator.BASELINE, Operator.ENSEMBLE, Operator.PORTFOLIO, Operator.TUNE,
-                  Operator.CASE)
-BASELINE_PLAN = "LightGBM with default settings on prepared features (engine baseline)"
+ENGINE_WRITTEN = tuple(op for op in Operator if op.traits.engine_written)
 
 
 @dataclass
@@ -210,8 +190,8 @@ class Step:
         self.created_at = clock()
         self.prompt: ChatPrompt | None = None  # the request asked (or to ask) now
         self._asked = False  # the current prompt was handed out and awaits its reply
-        self.reflecting = (search.reflect
-                           and proposal.operator in (Operator.DEBUG, Operator.IMPROVE))
+        self.kind = kind_of(proposal.operator)
+        self.reflecting = search.reflect and self.kind.reflects
         self.reflection = ""
         self.plan = ""
         self.code = ""
@@ -231,7 +211,7 @@ class Step:
         self._running: dict[int, tuple[float, float]] = {}  # fold -> (started at, limit)
         self._results: dict[int, tuple[ExecResult, str, str, float]] = {}  # + executor, ip
         self._done: Done | None = None
-        if proposal.operator in ENGINE_WRITTEN:
+        if proposal.operator.traits.engine_written:
             self._engine_code()
 
     # ---- what it needs ---------------------------------------------------------------------
@@ -246,14 +226,8 @@ class Step:
 
     @property
     def exec_cap(self) -> float:
-        """Seconds one run may take: the analysis is a preamble every draft waits for, not a
-        candidate, so it gets less time than one."""
-        if self.operator is Operator.ANALYZE:
-            return min(self.search.exec_timeout, ANALYSIS_SECONDS)
-        if (self.operator in (Operator.PORTFOLIO, Operator.TUNE, Operator.CASE)
-                and self.search.floor_seconds):
-            return min(self.search.exec_timeout, self.search.floor_seconds)
-        return self.search.exec_timeout
+        """Seconds one run may take (the operator's kind says, from the search's caps)."""
+        return self.kind.seconds(self.search.exec_timeout, self.search.floor_seconds)
 
     def next(self) -> Need:
         """What the step needs now; each request is handed out once (None until an answer
@@ -274,66 +248,38 @@ class Step:
     def _first_prompt(self) -> ChatPrompt:
         search = self.search
         if self.reflecting:
-            if self.operator is Operator.IMPROVE:
-                # Pinned: a sibling finishing before the code call would move the idea pool
-                # on, and the step would be asked for another change than reflected on.
-                self.proposal = replace(self.proposal,
-                                        idea=improve_change(self.proposal, search.journal))
-            return reflect_prompt(search.ctx, self.proposal, search.journal)
-        return build_prompt(search.ctx, self.proposal, search.journal, self.reflection)
+            # The code call must ask for what was reflected on.
+            self.proposal = self.kind.pinned(self.proposal, search.journal)
+            return kind_of(Operator.REFLECT).prompt(search.ctx, self.proposal, search.journal)
+        return self.kind.prompt(search.ctx, self.proposal, search.journal, self.reflection)
 
     def _engine_code(self) -> None:
-        ctx = self.search.ctx
-        if self.operator is Operator.ENSEMBLE:
+        if self.operator.traits.combines:
             self._blend()
             return
-        if self.operator is Operator.BASELINE:
-            self.plan, model = BASELINE_PLAN, baseline_code(ctx)
-        elif self.operator is Operator.CASE:
-            # Another task's code, written by an LLM there: it runs fold by fold like the
-            # LLM's code here, not in one engine-trusted run of all folds.
-            case = recalled_case(ctx, self.proposal)
-            self.plan = f"{AS_STORED}: {case.operator} code of {case.dataset}"
-            self.code = assemble(ctx, case.code)
-            self._queue(self.code, (0,))
-            return
-        elif self.operator is Operator.TUNE and not self.proposal.family:
-            # A trial of an LLM-written node: its code with new PARAMS values, which stays
-            # LLM-written code, so it runs fold by fold like its parent.
-            parent = self.search.journal.get(str(self.proposal.parent_id))
-            self.plan = describe(self.proposal)
-            self.code = assemble(ctx, with_params(model_part(parent.code),
-                                                  self.proposal.param_dict))
-            self._queue(self.code, (0,))
-            return
+        search = self.search
+        written = self.kind.engine_code(search.ctx, self.proposal, search.journal)
+        self.plan, self.code = written.plan, written.code
+        if written.all_folds_code:
+            self._queue(written.all_folds_code, (ALL_FOLDS,))
         else:
-            self.plan = describe(self.proposal)
-            model = model_code(ctx, self.proposal.family, self.proposal.param_dict)
-        self.code = assemble(ctx, model)
-        self._queue(assemble(ctx, model, all_folds=True), (ALL_FOLDS,))
+            self._queue(self.code, (0,))
 
     def _blend(self) -> None:
         """Ensemble selection over the candidates' kept predictions: done at once, in the
         driver; nothing runs (engine/blend.py)."""
-        search, task = self.search, self.search.task
+        search = self.search
         kept = {i: search.predictions[i] for i in self.proposal.members
                 if i in search.predictions}
         truth = search.dev_labels.iloc[search.fold_plan.held_out]
-        weights = select_weights(task, {i: p.valid for i, p in kept.items()}, truth)
-        if not weights:
+        weights, predictions = ensemble_selection(search.task, kept, truth)
+        if predictions is None:
             self._finish(Status.BUGGY, error="no kept predictions of the candidates")
             return
-        ids = sorted(weights, key=lambda i: -weights[i])
-        valid = blend(task, {i: kept[i].valid for i in ids}, weights)
-        test = blend(task, {i: kept[i].test for i in ids}, weights)
-        predictions = HeldOut(valid, test, submission_metric(task, valid, truth),
-                              submission_metric(task, test, task.test_y))
-        members = [search.journal.get(i) for i in ids]
-        self.plan = (f"ensemble selection over {len(kept)} nodes: "
-                     + ", ".join(f"{i} x{weights[i]}" for i in ids))
-        self.code = ensemble_code(search.ctx, [n.code for n in members],
-                                  [weights[i] for i in ids])
-        self._finish(Status.OK, predictions=predictions, measured=_summed(members))
+        members = [search.journal.get(i) for i in weights]
+        written = ensemble_written(search.ctx, members, weights, len(kept))
+        self.plan, self.code = written.plan, written.code
+        self._finish(Status.OK, predictions=predictions, measured=ensemble_cost(members))
 
     def _queue(self, run_code: str, folds: tuple[int, ...]) -> None:
         self.run_code = run_code
@@ -361,19 +307,16 @@ class Step:
             self.prompt = None  # the step's own prompt, built with the reflection in it
             return
         self.reply = reply.text
-        if self.operator is Operator.INSIGHTS:
-            self._on_insights(reply.text)
-            return
-        if self.operator is Operator.ANALYZE:
-            parsed = parse_analysis(reply.text, self.search.ctx)
-        else:
-            parsed = parse_reply(reply.text, self.search.ctx)
+        parsed = self.kind.read(reply.text, self.search.ctx)
         self.plan = parsed.plan or self.plan
         if parsed.problem and self._repair(reply.text, parsed.problem):
             return
         self.code = parsed.code
         if parsed.problem:
             self._finish(Status.BUGGY, error=parsed.problem)
+            return
+        if not self.kind.executes:  # the reply is the result (ideas): nothing runs
+            self._finish(Status.OK)
             return
         digest = code_hash(self.code)
         twin = self.search.journal.find_code(digest) or self.search.running.get(digest)
@@ -385,24 +328,12 @@ class Step:
             return
         self._queue(self.code, (0,))
 
-    def _on_insights(self, text: str) -> None:
-        """An insights reply is ideas, not code: nothing runs. The node is `ok` with the ideas
-        as its plan (a JSON list) and no metric, or `buggy` when none could be read."""
-        parsed = parse_insights(text)
-        if parsed.problem and self._repair(text, parsed.problem, INSIGHTS_ASK):
-            return
-        if parsed.problem:
-            self._finish(Status.BUGGY, error=parsed.problem)
-            return
-        self.plan = encode_insights(parsed.insights)
-        self._finish(Status.OK)
-
-    def _repair(self, text: str, problem: str, ask: str | None = None) -> bool:
+    def _repair(self, text: str, problem: str) -> bool:
         """Re-ask once when a reply has no usable code (or ideas); False when it was already."""
         if self.repaired or self.prompt is None:
             return False
         self.repaired = True
-        self.prompt = repair_prompt(self.prompt, text, problem, ask)
+        self.prompt = repair_prompt(self.prompt, text, problem)
         return True
 
     def on_started(self, fold: int, limit: float) -> None:
@@ -420,7 +351,7 @@ class Step:
         self._results[fold] = (result, executor, node_ip, started)
         folds = self.search.fold_plan.k
         if (fold == 0 and result.status == Status.OK.value and folds > 1
-                and self.operator is not Operator.ANALYZE):
+                and self.operator.traits.scored):
             self._to_run = tuple(range(1, folds))
             return
         if not self._handed_out and not self._to_run:
@@ -435,11 +366,11 @@ class Step:
         first = replace(first, stdout_tail=stdout)
         status, error = Status(first.status), first.error
         predictions, train_raw = None, None
-        if self.operator is Operator.ANALYZE:
+        if not self.operator.traits.scored:
             # Nothing to score: what it printed is the result.
-            silent = silent_analysis_error(first.stdout_tail)
-            if status is Status.OK and silent:
-                status, error = Status.BUGGY, silent
+            failure = self.kind.printed_failure(first.stdout_tail)
+            if status is Status.OK and failure:
+                status, error = Status.BUGGY, failure
         elif status is Status.OK:
             try:
                 predictions = self._score()
@@ -518,7 +449,7 @@ class Step:
             metric=None if metric_raw is None else search.task.metric.normalise(metric_raw),
             metric_raw=metric_raw,
             self_reported=self_reported_metric(result.stdout_tail)
-            if result and self.operator is not Operator.ANALYZE else None,
+            if result and self.operator.traits.scored else None,
             exec_seconds=sum(r[0].seconds for r in self._results.values()),
             llm_seconds=self.llm_seconds,
             queue_seconds=max(0.0, first_start - self.queued_at) if self.queued_at else 0.0,
@@ -540,7 +471,7 @@ class Step:
             reply=self.reply,
             runs=json.dumps([[fold, r[1], round(r[3], 3), round(r[0].seconds, 3)]
                              for fold, r in sorted(self._results.items())]),
-            params=_params_json(self.code),
+            params=params_json(model_part(self.code)) if self.code else "",
         )
         self._done = Done(node, predictions.test_raw if predictions else None, predictions)
         return self._done
@@ -548,22 +479,6 @@ class Step:
 
 def _or_worst(metric: float | None) -> float:
     return -math.inf if metric is None else metric
-
-
-def _params_json(code: str) -> str:
-    """The literal PARAMS dict of a node's model code as JSON ("" when it has none)."""
-    params = read_params(model_part(code)) if code else None
-    return json.dumps(params, sort_keys=True) if params is not None else ""
-
-
-def _summed(members: list[Node]) -> Measurements:
-    """An ensemble's cost: its members' together (None when one of them was not measured)."""
-    def total(values: list[float | None]) -> float | None:
-        return None if any(v is None for v in values) else sum(v or 0.0 for v in values)
-
-    return Measurements(total([n.train_seconds for n in members]),
-                        total([n.predict_ms_per_row for n in members]),
-                        total([n.model_mb for n in members]))
 
 
 def run_step(step: Step, generate: Callable[[ChatPrompt], Reply],

@@ -196,7 +196,7 @@ def _cross_fitted(facts: dict[str, Any]) -> str:
 def analysis_section(journal: Journal) -> list[str]:
     """--analyst: what the exploration found (the text every later prompt carried), or why
     the search went on without findings."""
-    tries = [n for n in journal if n.operator is Operator.ANALYZE]
+    tries = journal.nodes_of(Operator.ANALYZE)
     if not tries:
         return []
     findings = analysis_findings(journal)
@@ -215,7 +215,7 @@ def memory_section(journal: Journal, record: dict[str, Any], metric: str) -> lis
     lines = ["## Memory", "", f"- store: `{record['store']}`; {record.get('fixes', 0)} "
              "remembered fixes (debug steps are shown the nearest one)"]
     stored = {n.hint: n for n in journal if as_stored(n)}
-    recalls = {n.hint: n for n in journal if n.operator is Operator.RECALL}
+    recalls = {n.hint: n for n in journal.nodes_of(Operator.RECALL)}
 
     def outcome(kind: str, node: Node | None) -> str:
         if node is None:

@@ -174,8 +174,8 @@ def trim_findings(stdout: str, limit: int = FINDINGS_CHARS) -> str:
 
 def analysis_findings(journal: Journal) -> str:
     """The findings of the run's analysis node that ran, or "" when none did."""
-    for node in journal:
-        if node.operator is Operator.ANALYZE and node.status is Status.OK:
+    for node in journal.nodes_of(Operator.ANALYZE):
+        if node.status is Status.OK:
             return trim_findings(node.stdout_tail)
     return ""
 
@@ -184,8 +184,8 @@ def next_analysis(journal: Journal) -> Proposal | None:
     """The analysis step still owed: the first one, or one retry of a failed one showing its
     error; None once one ran or two failed. Lost or stopped attempts do not count (the loop
     and the in-flight notes re-propose those)."""
-    tries = [n for n in journal if n.operator is Operator.ANALYZE
-             and n.status not in (Status.LOST, Status.KILLED)]
+    tries = [n for n in journal.nodes_of(Operator.ANALYZE)
+             if n.status not in (Status.LOST, Status.KILLED)]
     if len(tries) >= 2 or any(n.status is Status.OK for n in tries):
         return None
     if not tries:

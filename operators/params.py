@@ -8,6 +8,7 @@ LLM-written node with Optuna: each trial is the node's code with only that dict 
 from __future__ import annotations
 
 import ast
+import json
 from typing import Any
 
 Params = dict[str, Any]
@@ -54,3 +55,9 @@ def with_params(code: str, params: Params) -> str:
     lines = code.splitlines(keepends=True)
     new = f"PARAMS = {({**current, **params})!r}\n"
     return "".join(lines[: stmt.lineno - 1]) + new + "".join(lines[stmt.end_lineno:])
+
+
+def params_json(code: str) -> str:
+    """The literal PARAMS dict of model code as JSON ("" when it has none)."""
+    params = read_params(code)
+    return json.dumps(params, sort_keys=True) if params is not None else ""

@@ -101,18 +101,25 @@ def node_params(node: Node) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def configuration(node: Node) -> Proposal:
+    """The proposal that produced a node, with the baseline root's fixed configuration (it is
+    stored with an empty hint) filled in."""
+    if node.operator is Operator.BASELINE:
+        return Proposal(node.operator, node.parent_id, node.temperature, family="lgbm",
+                        params=tuple(sorted(BASELINE_PARAMS.items())))
+    return Proposal.of(node)
+
+
 def study_key(node: Node) -> str | None:
     """The study a node is a trial of: its family's, or its LLM-written parent's (or its own,
     when its code exposes tunable PARAMS); None for any other node."""
-    if node.operator is Operator.BASELINE:
-        return "lgbm"
-    proposal = Proposal.of(node)
-    if node.operator in (Operator.PORTFOLIO, Operator.TUNE) and proposal.family:
-        return proposal.family if proposal.family in FAMILIES else None
-    if node.operator is Operator.TUNE and node.parent_id is not None:
+    traits = node.operator.traits
+    family = configuration(node).family
+    if family:
+        return family if family in FAMILIES else None
+    if traits.configured and node.parent_id is not None:  # a trial of an LLM-written node
         return f"node:{node.parent_id}"
-    if node.operator in (Operator.DRAFT, Operator.RECALL, Operator.CASE, Operator.IMPROVE,
-                         Operator.DEBUG, Operator.SELA):
+    if traits.tunable:
         return f"node:{node.node_id}" if space_around(node_params(node)) else None
     return None
 
@@ -121,7 +128,7 @@ def ensemble_candidates(journal: Journal) -> list[Node]:
     """The best eligible scored nodes whose code has model code to combine, best first, at
     most `PER_STUDY` of one study (a node of none is its own)."""
     nodes = sorted((n for n in journal.eligible_nodes
-                    if n.operator is not Operator.ENSEMBLE and n.has_model_code),
+                    if not n.operator.traits.combines and n.has_model_code),
                    key=lambda n: (-(n.metric or 0.0), n.step))
     taken: dict[str, int] = {}
     out: list[Node] = []
@@ -181,7 +188,7 @@ class Floor:
 
     def _ensemble(self, journal: Journal,
                   in_flight: Mapping[InFlightKey, int]) -> Proposal | None:
-        if not self.ensembles or any(op is Operator.ENSEMBLE for op, _ in in_flight):
+        if not self.ensembles or any(op.traits.combines for op, _ in in_flight):
             return None
         best = ensemble_candidates(journal)
         ids = frozenset(n.node_id for n in best)
@@ -246,21 +253,20 @@ class Floor:
         if node.node_id in self._seen:
             return
         self._seen.add(node.node_id)
-        if node.operator is Operator.ENSEMBLE and node.hint:
+        traits = node.operator.traits
+        if traits.combines and node.hint:
             self._last_ensemble = frozenset(node.hint.split(","))
-        if node.operator in (Operator.PORTFOLIO, Operator.CASE):
+        if traits.run_once:
             self._run_once.add(Proposal.of(node).idea)
         key = study_key(node)
         if key is None or (node.status in _GONE and node.hint not in self._asked):
             return
         if key not in FAMILIES and key not in self._spaces:
-            if not node.is_ok or node.operator is Operator.TUNE:
-                return  # only a working LLM-written node opens a study of its own
+            if not node.is_ok or key != f"node:{node.node_id}":
+                return  # only a working LLM-written node opens a study, its own
             self._spaces[key] = space_around(node_params(node))  # around its own PARAMS
         study = self._study(key)
-        params = BASELINE_PARAMS if node.operator is Operator.BASELINE else (
-            Proposal.of(node).param_dict if node.operator in (Operator.PORTFOLIO, Operator.TUNE)
-            else node_params(node))
+        params = configuration(node).param_dict if traits.configured else node_params(node)
         value = node.metric if node.is_ok else None
         number = self._asked.pop(node.hint, None)
         if number is not None:
@@ -278,13 +284,3 @@ class Floor:
                 state=optuna.trial.TrialState.COMPLETE if value is not None
                 else optuna.trial.TrialState.FAIL))
 
-
-def describe(proposal: Proposal) -> str:
-    """A node's plan: what the engine ran."""
-    params = json.dumps(proposal.param_dict)
-    if proposal.operator is Operator.TUNE and not proposal.family:
-        return f"Optuna trial of node {proposal.parent_id}'s PARAMS: {params}"
-    family = FAMILIES[proposal.family].description
-    what = "portfolio configuration" if proposal.operator is Operator.PORTFOLIO else \
-        "Optuna trial"
-    return f"{what} {proposal.idea}: {family} with {params}"

@@ -71,7 +71,7 @@ class GreedyPolicy:
     def _one(self, journal: Journal, taken: Mapping[InFlightKey, int]) -> Proposal | None:
         drafts_in_flight = taken.get((Operator.DRAFT, None), 0)
         recalls_in_flight = taken.get((Operator.RECALL, None), 0)
-        recalled = [n.hint for n in journal.draft_nodes if n.operator is Operator.RECALL]
+        recalled = [n.hint for n in journal.nodes_of(Operator.RECALL) if n.parent_id is None]
         n_drafts = len(journal.draft_nodes) - len(recalled) + drafts_in_flight
         recalls = len(self.cases) if self.recalls is None else min(self.recalls,
                                                                     len(self.cases))
@@ -97,7 +97,7 @@ class GreedyPolicy:
                                             journal.debug_depth(leaf.node_id) + 1)
             return Proposal(Operator.DEBUG, leaf.node_id, temperature)
         # An ensemble is the engine's code, not something to hand the LLM to edit.
-        best = max((n for n in journal.eligible_nodes if n.operator is not Operator.ENSEMBLE),
+        best = max((n for n in journal.eligible_nodes if not n.operator.traits.combines),
                    key=lambda n: (n.metric or 0.0, -n.step), default=None)
         if best is not None:
             siblings = len(journal.children(best.node_id))
@@ -123,7 +123,7 @@ class GreedyPolicy:
             return left[in_flight] if in_flight < len(left) else None
         if in_flight or not left:
             return None
-        ran = {n.hint: n for n in journal if n.operator is Operator.CASE and n.hint in left}
+        ran = {n.hint: n for n in journal.nodes_of(Operator.CASE) if n.hint in left}
         ok = sorted((n for n in ran.values() if n.is_ok and n.metric is not None),
                     key=lambda n: (-(n.metric or 0.0), left.index(n.hint)))
         if ok and (journal.beats_baseline(ok[0]) or len(ran) == len(left)):

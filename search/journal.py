@@ -21,6 +21,7 @@ class Journal:
         self.constraints = constraints or Constraints()
         self._nodes: dict[str, Node] = {}
         self._children: dict[str | None, list[str]] = {}
+        self._by_operator: dict[Operator, list[str]] = {}
         self._hashes: dict[str, str] = {}
         self._best: Node | None = None
         self._baseline: Node | None = None
@@ -35,6 +36,7 @@ class Journal:
             raise ValueError(f"node {node.node_id} names unknown parent {node.parent_id}")
         self._nodes[node.node_id] = node
         self._children.setdefault(node.parent_id, []).append(node.node_id)
+        self._by_operator.setdefault(node.operator, []).append(node.node_id)
         if node.code_hash and node.status is not Status.LOST:
             self._hashes.setdefault(node.code_hash, node.node_id)
         if self.is_eligible(node) and (self._best is None or _key(node) > _key(self._best)):
@@ -63,6 +65,10 @@ class Journal:
         """Children of a node; `None` gives the roots (drafts)."""
         return [self._nodes[c] for c in self._children.get(node_id, ())]
 
+    def nodes_of(self, operator: Operator) -> list[Node]:
+        """The nodes of one operator, in the order they were added."""
+        return [self._nodes[i] for i in self._by_operator.get(operator, ())]
+
     def is_leaf(self, node_id: str) -> bool:
         return not self._children.get(node_id)
 
@@ -80,7 +86,7 @@ class Journal:
         """How many debug steps in a row led to this node (0 for a non-debug node)."""
         depth = 0
         node = self._nodes[node_id]
-        while node.operator is Operator.DEBUG and node.parent_id is not None:
+        while node.operator.traits.repairs and node.parent_id is not None:
             depth += 1
             node = self._nodes[node.parent_id]
         return depth
@@ -92,7 +98,7 @@ class Journal:
     @property
     def draft_nodes(self) -> list[Node]:
         """LLM-written roots; the engine's baseline root is not a draft."""
-        return [n for n in self.children(None) if n.operator in (Operator.DRAFT, Operator.RECALL)]
+        return [n for n in self.children(None) if n.operator.traits.draft]
 
     def baseline(self) -> Node | None:
         """The engine's baseline root, when it ran: what a node's gain is measured against."""

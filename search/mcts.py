@@ -101,10 +101,10 @@ class _Index:
                 assert node.metric is not None
                 self.ok_nodes.append(i)
                 self.ok_metrics.append(node.metric)
-            if p == ROOT and node.operator is not Operator.ANALYZE:
+            if p == ROOT and node.operator.traits.scored:
                 self.drafts += 1
                 self.recalls += node.operator is Operator.RECALL
-            if node.operator is Operator.DEBUG and p != ROOT:
+            if node.operator.traits.repairs and p != ROOT:
                 self.debug_children[p] += 1
                 self.debug_depth[i] = self.debug_depth[p] + 1
                 # A failure already fixed once needs no second repair; improve the fix instead.
@@ -179,10 +179,10 @@ class _Tree:
     def add_in_flight(self, operator: Operator, p: int, *, refresh: bool = True) -> None:
         """Count one pending expansion of p: a child slot, and a 0-reward visit up the path."""
         self.n_children[p] += 1
-        if p == ROOT and operator in (Operator.DRAFT, Operator.RECALL):
+        if p == ROOT and operator.traits.draft:
             self.drafts += 1
             self.recalls += operator is Operator.RECALL
-        if operator is Operator.DEBUG and p != ROOT:
+        if operator.traits.repairs and p != ROOT:
             self.debug_children[p] += 1
             self.debug_in_flight[p] += 1
         i = p

@@ -2,7 +2,9 @@
 
 Derived facts (children, debug depth, leaves, best) live on the Journal, never in a node.
 The test-split score is deliberately absent: it is stored beside the node by the engine and
-never reaches a policy or a prompt.
+never reaches a policy or a prompt. Each operator's traits (what the search needs to know of
+it) sit beside the Operator enum; the rest of an operator lives in its module under
+operators/kinds/.
 """
 
 from __future__ import annotations
@@ -44,6 +46,68 @@ class Operator(StrEnum):
     TUNE = "tune"  # engine-written: an Optuna trial over a model family's hyperparameters
     RECALL = "recall"  # a draft adapting a retrieved case: another task's working code
     CASE = "case"  # engine-written: a retrieved case's code run as stored, no LLM call
+
+    @property
+    def traits(self) -> OperatorTraits:
+        return TRAITS[self]
+
+
+class HintForm(StrEnum):
+    """How a proposal of an operator is stored as its node's `hint` (search.policy)."""
+
+    IDEA = "idea"  # the idea, case id or nothing, as it is
+    MEMBERS = "members"  # the ensemble's member ids, comma-separated
+    STAGE = "stage"  # the SELA stage whose ideas are asked for
+    PATH = "path"  # a SELA rollout's insight path, JSON
+    CONFIGURATION = "configuration"  # a model family and its hyperparameters, JSON
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorTraits:
+    """What the pure search layer knows about an operator. Its prompt, reply parsing, code and
+    limits live in its module under operators/kinds/, which search may not import."""
+
+    # No LLM call: the engine writes its code (or, for a case, runs stored code as it is).
+    engine_written: bool = False
+    # Its node is a candidate scored on hidden labels (an analysis or a list of ideas is not).
+    scored: bool = True
+    draft: bool = False  # a root the LLM writes from the task alone: it counts as a draft
+    repairs: bool = False  # it fixes its failed parent: a chain of them is the debug depth
+    combines: bool = False  # its code combines other nodes' models (an ensemble)
+    # A fixed configuration the engine chose: its proposal carries the model family and the
+    # hyperparameters (the baseline root's are fixed, its hint empty).
+    configured: bool = False
+    # Its code is model code an LLM wrote (here or, for a case, in an earlier run): the floor
+    # may tune it around its own PARAMS.
+    tunable: bool = False
+    run_once: bool = False  # the floor runs each of its proposals once per run
+    hint_form: HintForm = HintForm.IDEA
+
+    @property
+    def repairable(self) -> bool:
+        """A failed node of it may be handed to a debug step (the engine's ensembles and the
+        analysis scripts never are)."""
+        return self.scored and not self.combines
+
+
+TRAITS: dict[Operator, OperatorTraits] = {
+    Operator.DRAFT: OperatorTraits(draft=True, tunable=True),
+    Operator.IMPROVE: OperatorTraits(tunable=True),
+    Operator.DEBUG: OperatorTraits(repairs=True, tunable=True),
+    Operator.REFLECT: OperatorTraits(scored=False),
+    Operator.INSIGHTS: OperatorTraits(scored=False, hint_form=HintForm.STAGE),
+    Operator.SELA: OperatorTraits(tunable=True, hint_form=HintForm.PATH),
+    Operator.BASELINE: OperatorTraits(engine_written=True, configured=True),
+    Operator.ENSEMBLE: OperatorTraits(engine_written=True, combines=True,
+                                      hint_form=HintForm.MEMBERS),
+    Operator.ANALYZE: OperatorTraits(scored=False),
+    Operator.PORTFOLIO: OperatorTraits(engine_written=True, configured=True, run_once=True,
+                                       hint_form=HintForm.CONFIGURATION),
+    Operator.TUNE: OperatorTraits(engine_written=True, configured=True,
+                                  hint_form=HintForm.CONFIGURATION),
+    Operator.RECALL: OperatorTraits(draft=True, tunable=True),
+    Operator.CASE: OperatorTraits(engine_written=True, tunable=True, run_once=True),
+}
 
 
 def code_hash(code: str) -> str:
@@ -129,8 +193,7 @@ class Node:
     def is_repairable(self) -> bool:
         """A failed LLM-written candidate with code: what a debug step may start from (the
         engine's own ensembles and analysis scripts are never handed to the LLM to fix)."""
-        return (self.is_buggy and bool(self.code)
-                and self.operator not in (Operator.ANALYZE, Operator.ENSEMBLE))
+        return self.is_buggy and bool(self.code) and self.operator.traits.repairable
 
     def to_record(self) -> dict[str, Any]:
         row = asdict(self)

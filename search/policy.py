@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from search.errors import UserError
 from search.journal import Journal
-from search.node import Node, Operator
+from search.node import HintForm, Node, Operator
 
 InFlightKey = tuple[Operator, str | None]
 
@@ -47,16 +47,17 @@ class Proposal:
 
     @property
     def hint(self) -> str:
-        if self.operator is Operator.ENSEMBLE:
-            return ",".join(self.members)
-        if self.operator is Operator.INSIGHTS:
-            return self.stage
-        if self.operator is Operator.SELA:
-            return json.dumps({"path": list(self.path), "insights": list(self.insights)},
-                              ensure_ascii=False)
-        if self.operator in (Operator.PORTFOLIO, Operator.TUNE):
-            return json.dumps({"name": self.idea, "family": self.family,
-                               "params": self.param_dict})
+        match self.operator.traits.hint_form:
+            case HintForm.MEMBERS:
+                return ",".join(self.members)
+            case HintForm.STAGE:
+                return self.stage
+            case HintForm.PATH:
+                return json.dumps({"path": list(self.path), "insights": list(self.insights)},
+                                  ensure_ascii=False)
+            case HintForm.CONFIGURATION:
+                return json.dumps({"name": self.idea, "family": self.family,
+                                   "params": self.param_dict})
         return self.idea
 
     @classmethod
@@ -64,22 +65,23 @@ class Proposal:
                   hint: str) -> Proposal:
         """The proposal whose `hint` this is (a rollout hint that cannot be read is the empty
         path)."""
-        if operator is Operator.ENSEMBLE:
-            return cls(operator, parent_id, temperature,
-                       members=tuple(hint.split(",")) if hint else ())
-        if operator is Operator.INSIGHTS:
-            return cls(operator, parent_id, temperature, stage=hint)
-        if operator is Operator.SELA:
-            path, insights = _decode_path(hint)
-            return cls(operator, parent_id, temperature, path=path, insights=insights)
-        if operator in (Operator.PORTFOLIO, Operator.TUNE):
-            try:
-                data = json.loads(hint)
-                return cls(operator, parent_id, temperature, idea=str(data.get("name", "")),
-                           family=str(data["family"]),
-                           params=tuple(sorted(dict(data["params"]).items())))
-            except (ValueError, TypeError, KeyError, AttributeError):
-                return cls(operator, parent_id, temperature)
+        match operator.traits.hint_form:
+            case HintForm.MEMBERS:
+                return cls(operator, parent_id, temperature,
+                           members=tuple(hint.split(",")) if hint else ())
+            case HintForm.STAGE:
+                return cls(operator, parent_id, temperature, stage=hint)
+            case HintForm.PATH:
+                path, insights = _decode_path(hint)
+                return cls(operator, parent_id, temperature, path=path, insights=insights)
+            case HintForm.CONFIGURATION:
+                try:
+                    data = json.loads(hint)
+                    return cls(operator, parent_id, temperature, idea=str(data.get("name", "")),
+                               family=str(data["family"]),
+                               params=tuple(sorted(dict(data["params"]).items())))
+                except (ValueError, TypeError, KeyError, AttributeError):
+                    return cls(operator, parent_id, temperature)
         return cls(operator, parent_id, temperature, idea=hint)
 
     @classmethod

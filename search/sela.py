@@ -151,7 +151,7 @@ class RolloutIndex:
                 path = Proposal.of(node).path
                 self.chains[node.node_id] = _Chain(path)
                 root = node.node_id
-            elif node.operator is Operator.DEBUG and node.parent_id in self.chain_of:
+            elif node.operator.traits.repairs and node.parent_id in self.chain_of:
                 root = self.chain_of[node.parent_id]
             else:
                 continue  # nodes of other policies (a resumed run may switch): not in this tree
@@ -292,16 +292,10 @@ class SelaPolicy:
                                          for h in rollouts])
         asked = set(self._pending.get((Operator.INSIGHTS, None), []))
         debugging = {pid for (op, pid), count in in_flight.items()
-                     if op is Operator.DEBUG and pid is not None and count > 0}
+                     if op.traits.repairs and pid is not None and count > 0}
         proposals = []
         for _ in range(n):
             proposal = self._one(journal, index, tree, asked, debugging)
-            if proposal.operator is Operator.SELA:
-                tree.add_pending(proposal.path)
-            elif proposal.operator is Operator.INSIGHTS:
-                asked.add(proposal.stage)
-            elif proposal.parent_id is not None:
-                debugging.add(proposal.parent_id)
             self._pending.setdefault(proposal.key, []).append(proposal.hint)
             proposals.append(proposal)
         return proposals
@@ -324,16 +318,20 @@ class SelaPolicy:
 
     def _one(self, journal: Journal, index: RolloutIndex, tree: InsightTree, asked: set[str],
              debugging: set[str]) -> Proposal:
+        """The next proposal, noted where the next one looks (the tree's pending rollouts, the
+        stages asked, the leaves being debugged), so that it differs."""
         leaf = self._debuggable(journal, index, debugging)
         if leaf is not None:
             depth = journal.debug_depth(leaf) + 1
             # Seed 002: a debug that failed once needs a different idea, so sample wider.
             temperature = min(1.2, self.base_temperature + 0.15 * depth)
+            debugging.add(leaf)
             return Proposal(Operator.DEBUG, leaf, temperature)
         if tree.visits.get(ROOT, 0.0) == 0:
             return self._rollout(tree, ROOT)  # SELA's first simulation: no insights at all
         for stage, name in enumerate(STAGE_NAMES[: self.depth]):
             if tree.pools[stage] is None and name not in asked:
+                asked.add(name)
                 return Proposal(Operator.INSIGHTS, None, self.base_temperature, stage=name)
         return self._rollout(tree, self._select(tree))
 
@@ -364,8 +362,10 @@ class SelaPolicy:
         return path
 
     def _rollout(self, tree: InsightTree, path: Path) -> Proposal:
-        return Proposal(Operator.SELA, None, self.base_temperature, path=path,
-                        insights=tree.insights(path))
+        proposal = Proposal(Operator.SELA, None, self.base_temperature, path=path,
+                            insights=tree.insights(path))
+        tree.add_pending(path)
+        return proposal
 
 
 @register("sela")

@@ -16,7 +16,8 @@ from operators.analyst import (
 )
 from operators.context import TaskContext
 from operators.harness import model_part
-from operators.prompts import REFLECT_TOKENS, build_prompt, reflect_prompt, repair_prompt
+from operators.kinds import build_prompt, repair_prompt
+from operators.kinds.reflect import REFLECT_TOKENS, reflect_prompt
 from operators.replies import clean_reflection
 from search.journal import Journal
 from search.node import Node, Operator, Status

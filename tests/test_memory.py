@@ -38,6 +38,7 @@ from engine.memory import main as memory_main
 from engine.run import main as run_main
 from engine.summary import memory_section
 from operators.context import TaskContext
+from operators.kinds import build_prompt
 from operators.memory import (
     AS_STORED,
     Case,
@@ -50,7 +51,6 @@ from operators.memory import (
     replaced_model,
     task_fingerprint,
 )
-from operators.prompts import build_prompt
 from search.greedy import GreedyPolicy
 from search.journal import Journal
 from search.mcts import MCTSPolicy

@@ -7,7 +7,7 @@ import ast
 from operators.context import TaskContext
 from operators.failures import api_hints
 from operators.harness import assemble, model_part
-from operators.prompts import build_prompt, repair_prompt
+from operators.kinds import build_prompt, repair_prompt
 from operators.replies import parse_reply, self_reported_metric
 from search.journal import Journal
 from search.node import MODEL_START, Operator, Status

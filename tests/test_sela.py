@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from operators.prompts import insights_prompt, sela_prompt
+from operators.kinds.insights import insights_prompt
+from operators.kinds.rollout import sela_prompt
 from operators.replies import parse_insights
 from search.journal import Journal
 from search.node import Node, Operator, Status

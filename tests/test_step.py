@@ -12,7 +12,6 @@ import pandas as pd
 import pytest
 
 from engine.step import (
-    BASELINE_PLAN,
     DEADLINE_ERROR,
     Done,
     Execute,
@@ -23,6 +22,7 @@ from engine.step import (
 from engine.task import PreparedTask, TaskSpec, prepare_task
 from operators.context import TaskContext
 from operators.harness import model_part
+from operators.kinds.baseline import BASELINE_PLAN
 from operators.memory import AS_STORED, Case
 from sandbox import ExecResult
 from search.chat import Reply
