@@ -10,6 +10,13 @@ Ray, as on real hosts. The client (where `ray up` runs) has a home of its own to
 install the project offline from WORK/wheels (sshd's SetEnv points pip there), the way a LAN
 without internet uses a wheel mirror.
 
+The host's /tmp and /mnt are hidden from the rig, but the checkout and the Python running the
+rig (its venv, often the checkout's .venv) stay where they are wherever they live, under /tmp or
+under a path with a space included: see private_mounts. `python -m tests.local_cluster mounts
+WORK` sets up those mounts alone and writes what the client sees to WORK/mounts.json
+(tests/test_local_cluster.py runs it from a copy of the checkout under /tmp). The rig needs
+`NEEDS` from the host; without it the rig says so in one line (`host_lacks`).
+
 The rig then runs the README's cluster commands (`COMMANDS`) from the checkout and writes
 WORK/result.json: each command's exit code and seconds, the cluster's nodes and where actors
 ran, each run brought back (manifest result, nodes from Parquet), and every process left on
@@ -23,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -33,8 +41,15 @@ from typing import Any
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 MACHINES = {"head": "127.0.0.1", "executor": "127.0.0.2", "llm": "127.0.0.3"}
-MNT = Path("/mnt/work")  # WORK, seen the same way by every machine (its own tmp is hidden)
-CLIENT_CHECKOUT = Path("/mnt/checkout")  # where the client runs the commands: see client_checkout
+RIG_MNT = Path("/mnt")  # a private tmpfs in the rig, made before the host's /tmp is hidden
+MNT = RIG_MNT / "work"  # WORK, seen the same way by every machine (its own tmp is hidden)
+SOURCE = RIG_MNT / "source"  # the checkout at a fixed path: the lower layer of client_checkout
+HOST = RIG_MNT / "host"  # what kept_host_paths finds, bound here while the host's /tmp was seen
+CLIENT_CHECKOUT = RIG_MNT / "checkout"  # where the client runs the commands: see client_checkout
+HIDDEN = (Path("/tmp"), RIG_MNT)  # the host's folders the rig hides
+NEEDS = ("root, unshare with network, PID and mount namespaces, overlayfs, and openssh-server,"
+         " rsync, iproute2 (.ci/run installs those three)")
+TOOLS = ("unshare", "mount", "/usr/sbin/sshd", "ssh-keygen", "rsync", "ip")
 # The README's cluster commands, as run here (tests/test_cluster_yaml.py finds them there).
 UP = "ray up -y cluster-local.yaml"
 RUN = ("ray exec cluster-local.yaml 'cd ~/treeml && python -m engine.run --address auto"
@@ -65,25 +80,74 @@ def sh(*args: str) -> None:
     subprocess.run(args, check=True)
 
 
+class HostUnfit(Exception):
+    """The host cannot run the rig: one line saying what it lacks."""
+
+
+def host_lacks() -> str | None:
+    """What this host lacks to run the rig, in one line; None when it has everything."""
+    if os.geteuid() != 0:
+        return f"the cluster rig needs {NEEDS}: run it as root"
+    missing = [tool for tool in TOOLS if not shutil.which(tool)]
+    if missing:
+        return f"the cluster rig needs {NEEDS}: {', '.join(missing)} not found"
+    probe = subprocess.run(["unshare", "--net", "--pid", "--mount", "--fork", "true"],
+                           capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        return (f"the cluster rig needs {NEEDS}: unshare is refused here"
+                f" ({probe.stderr.strip() or f'exit {probe.returncode}'})")
+    return None
+
+
+def kept_host_paths() -> list[Path]:
+    """The checkout and the Python running the rig (its venv, the interpreter under it) where
+    hiding /tmp or /mnt would hide them, outermost only. The rig binds them back at their own
+    paths: the venv's scripts name its python by absolute path (`#!`), and the rig imports from
+    the checkout."""
+    paths = {Path(p).resolve() for p in (CHECKOUT, sys.prefix, sys.base_prefix)}
+    hidden = {p for p in paths if any(p.is_relative_to(folder) for folder in HIDDEN)}
+    kept = sorted(p for p in hidden if not any(p != q and p.is_relative_to(q) for q in hidden))
+    for path in kept:
+        if path in HIDDEN or any(path.is_relative_to(own)
+                                 for own in (MNT, SOURCE, HOST, CLIENT_CHECKOUT)):
+            raise HostUnfit(f"the cluster rig hides {path} and keeps {RIG_MNT}'s {MNT.name},"
+                            f" {SOURCE.name}, {HOST.name} and {CLIENT_CHECKOUT.name} for itself:"
+                            " move the checkout or its venv elsewhere")
+    return kept
+
+
 def private_mounts(work: Path) -> None:
-    """WORK at /mnt/work, then a private /tmp: the client's Ray state and ssh sockets die here."""
-    sh("ip", "link", "set", "lo", "up")
-    sh("mount", "-t", "tmpfs", "tmpfs", "/mnt")
-    MNT.mkdir()
-    sh("mount", "--bind", str(work), str(MNT))
+    """WORK at /mnt/work and the checkout at /mnt/source, then a private /tmp: the client's Ray
+    state and ssh sockets die here. Everything the rig needs from the host is bound onto a
+    fresh tmpfs first, which then becomes /mnt, so hiding /tmp or /mnt hides none of it; what
+    kept_host_paths finds is then bound back at its own path, in the private /tmp or /mnt."""
+    kept = kept_host_paths()
+    stage = work / "stage"  # any folder works: the tmpfs moves to /mnt before anything is hidden
+    stage.mkdir()
+    sh("mount", "-t", "tmpfs", "tmpfs", str(stage))
+    staged = {path: HOST / str(i) for i, path in enumerate(kept)}
+    for source, target in [(work, MNT), (CHECKOUT, SOURCE), *staged.items()]:
+        seen_at = stage / target.relative_to(RIG_MNT)
+        seen_at.mkdir(parents=True)
+        sh("mount", "--bind", str(source), str(seen_at))
+    sh("mount", "--move", str(stage), str(RIG_MNT))
     sh("mount", "-t", "tmpfs", "tmpfs", "/tmp")
+    for path, target in staged.items():
+        path.mkdir(parents=True)
+        sh("mount", "--bind", str(target), str(path))
 
 
 def client_checkout() -> Path:
     """The checkout as the client sees it: an overlay, so what the commands write there (the
-    README's `./runs/`) lands in WORK, never in the real checkout."""
+    README's `./runs/`) lands in WORK, never in the real checkout. Its lower layer is the
+    checkout's fixed path: overlayfs options cannot hold every path (a comma, a colon)."""
     layers = {name: MNT / "overlay" / name for name in ("upper", "work")}
     for layer in layers.values():
         layer.mkdir(parents=True)
     merged = CLIENT_CHECKOUT
     merged.mkdir()
     sh("mount", "-t", "overlay", "overlay", "-o",
-       f"lowerdir={CHECKOUT},upperdir={layers['upper']},workdir={layers['work']}", str(merged))
+       f"lowerdir={SOURCE},upperdir={layers['upper']},workdir={layers['work']}", str(merged))
     return merged
 
 
@@ -219,6 +283,7 @@ def step(result: dict[str, Any], name: str, client: Path, command: str) -> bool:
 def rig(work: Path) -> None:
     """Writes what happened to WORK/result.json."""
     result: dict[str, Any] = {"netns": os.readlink("/proc/self/ns/net"), "steps": {}}
+    sh("ip", "link", "set", "lo", "up")
     private_mounts(work)
     client = make_keys()
     client_checkout()
@@ -284,8 +349,35 @@ def print_facts() -> None:
     print(json.dumps({"nodes": nodes, "actors": actors}))
 
 
+def what_the_client_sees(work: Path) -> None:
+    """The rig's mounts alone (run inside `unshare --mount`), then WORK/mounts.json: the host's
+    /tmp as the client sees it, whether the checkout and the Python running the rig still work
+    at their own paths, and the checkout through client_checkout, where the client writes a
+    file (runs/probe) that must land in WORK."""
+    private_mounts(work)
+    client_checkout()
+    (CLIENT_CHECKOUT / "runs").mkdir(exist_ok=True)
+    (CLIENT_CHECKOUT / "runs" / "probe").write_text("written by the client")
+    python = subprocess.run([sys.executable, "-c", "import tests.local_cluster"], cwd=CHECKOUT,
+                            capture_output=True, text=True, check=False)
+    seen = {"tmp": sorted(os.listdir("/tmp")),
+            "beside_checkout": sorted(os.listdir(CHECKOUT.parent)),
+            "checkout": sorted(os.listdir(CHECKOUT)),
+            "client_checkout": sorted(os.listdir(CLIENT_CHECKOUT)),
+            "python": {"rc": python.returncode, "stderr": python.stderr}}
+    (MNT / "mounts.json").write_text(json.dumps(seen, indent=1))
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "facts":
-        print_facts()
-    else:
-        rig(Path(sys.argv[2]))
+    try:
+        if sys.argv[1] == "facts":
+            print_facts()
+        elif sys.argv[1] == "mounts":
+            what_the_client_sees(Path(sys.argv[2]))
+        else:
+            rig(Path(sys.argv[2]))
+    except HostUnfit as unfit:
+        sys.exit(f"tests.local_cluster: {unfit}")
+    except subprocess.CalledProcessError as failed:
+        sys.exit(f"tests.local_cluster: {shlex.join(failed.cmd)} failed (exit"
+                 f" {failed.returncode}): the cluster rig needs {NEEDS}")
