@@ -34,4 +34,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             path = nodeid.split("::", 1)[0]
             return "scripted_run" if path in SCRIPTED_RUN_FILES else path
 
+    # Files in collection order: the reliability suite's whole runs start first. xdist's own
+    # order (most tests first) would leave the files of one or two whole searches for the end.
+    config.option.loadscopereorder = False
     return ByFile(config, log)
