@@ -1,8 +1,40 @@
 """Test-wide settings: runs the suite starts use no solution memory unless a test names one
-(the user's ~/.cache/treeml/memory.sqlite is never read or written by a test)."""
+(the user's ~/.cache/treeml/memory.sqlite is never read or written by a test).
+
+Under pytest-xdist (.ci/run passes `-n`), whole test files go to the workers, as
+`--dist loadfile` would send them: a module's shared fixture (often a whole scripted search)
+is then built once, on one worker. The files that share tests/test_outputs.py's `scripted_run`
+(one search for the whole process) go to one worker together, so that search runs once too."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
+
+import pytest
 
 os.environ["TREEML_MEMORY"] = "off"  # engine/memory.py ENV; inherited by CLI subprocesses
+
+# The files whose tests use test_outputs.scripted_run. A user missing here still passes; its
+# worker only runs that search once more.
+SCRIPTED_RUN_FILES = frozenset({
+    "tests/test_outputs.py", "tests/test_predict.py", "tests/test_bundle.py",
+    "tests/test_tree_html_browser.py",
+})
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own choice by --dist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        """One work unit per test file, or per group of files that share a fixture."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "scripted_run" if path in SCRIPTED_RUN_FILES else path
+
+    # Files in collection order: the reliability suite's whole runs start first. xdist's own
+    # order (most tests first) would leave the files of one or two whole searches for the end.
+    config.option.loadscopereorder = False
+    return ByFile(config, log)

@@ -76,7 +76,7 @@ def test_analysis_script_runs_in_the_sandbox(tmp_path: Path) -> None:
     assert corr["b"] > corr["c"]
 
 
-@pytest.mark.slow  # whole searches, over 45 s: the slow step
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 def test_findings_join_every_later_prompt_and_survive_resume(tmp_path: Path) -> None:
     # Two LLM slots: a draft could be generated beside the analysis, and must not be.
     run = _run(tmp_path, [ANALYSIS], "--max-nodes", "4", "--llm-concurrency", "2")
@@ -106,6 +106,7 @@ def test_findings_join_every_later_prompt_and_survive_resume(tmp_path: Path) -> 
     assert all(findings in _user_prompt(r) for r in new.itertuples())
 
 
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 @pytest.mark.parametrize("second", [ANALYSIS, BROKEN_AGAIN])
 def test_failed_analysis_gets_one_retry_then_the_search_goes_on(tmp_path: Path,
                                                                  second: str) -> None:
@@ -131,7 +132,7 @@ def test_failed_analysis_gets_one_retry_then_the_search_goes_on(tmp_path: Path,
         assert "the search went on without findings" in summary
 
 
-@pytest.mark.slow  # whole searches, over 45 s: the slow step
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 def test_analysis_cut_by_the_deadline_is_run_once_on_resume(tmp_path: Path) -> None:
     slow = "```python\nimport time\ntime.sleep(300)\nprint('never')\n```\n"
     run = _run(tmp_path, [slow], "--budget", "20s")

@@ -375,6 +375,7 @@ def test_smoke_report(smoke: Path) -> None:
     print(text)
 
 
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 def test_amlb_protocol_with_outer_folds_end_to_end(tmp_path: Path) -> None:
     """Two outer folds under AMLB's metrics: the engine gets --metric and the fold's --test, and
     a search and the baselines of one fold see the same data, another fold other data."""

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from engine.run import main
 from operators.context import TaskContext
@@ -105,6 +106,7 @@ def fit_predict_reply(estimator: str) -> str:
             "    return model.predict(X_valid), model.predict(X_test)\n```\n")
 
 
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 def test_ensembles_run_in_the_loop_and_the_run_uses_its_whole_node_budget(
         tmp_path: Path) -> None:
     """Regression: an engine-written job queued while nothing else was in flight used to end

@@ -95,6 +95,7 @@ def test_hidden_labels_never_reach_the_candidate(run_dir: Path) -> None:
         assert "y" not in header
 
 
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 @pytest.mark.parametrize("metric", ["roc_auc", "f1"])
 def test_baseline_root_on_a_classification_task(tmp_path: Path, metric: str) -> None:
     rng = np.random.default_rng(1)
@@ -119,7 +120,7 @@ def test_baseline_root_on_a_classification_task(tmp_path: Path, metric: str) -> 
         assert {"proba_no", "proba_yes"} <= set(valid.columns)
 
 
-@pytest.mark.slow  # whole searches, over 45 s: the slow step
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 def test_select_cv_reranks_the_top_nodes(tmp_path: Path) -> None:
     make_data(tmp_path / "train.csv")
     out = tmp_path / "runs"
@@ -142,6 +143,7 @@ def test_select_cv_reranks_the_top_nodes(tmp_path: Path) -> None:
     assert "- method: 5-fold cv on train+valid" in (run / "summary.md").read_text()
 
 
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 def test_default_selection_confirms_against_the_baseline(tmp_path: Path) -> None:
     make_data(tmp_path / "train.csv")
     out = tmp_path / "runs"

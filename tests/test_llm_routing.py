@@ -116,6 +116,7 @@ def test_unknown_operator_on_the_command_line_exits_2(tmp_path: Path,
     assert not out.exists() or not any(out.iterdir())
 
 
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 def test_run_routes_drafts_and_improvements_to_their_models(tmp_path: Path) -> None:
     rows = "".join(f"{i},{(i * 7) % 5},{i * 0.3 + (i * 7) % 5}\n" for i in range(80))
     (tmp_path / "d.csv").write_text("a,b,y\n" + rows)  # regression: constant predictions score

@@ -262,7 +262,7 @@ def search(tmp: Path, name: str, columns: list[str], target: str, replies: dict,
     return run
 
 
-@pytest.mark.slow  # whole searches, over 45 s: the slow step
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 def test_runs_remember_and_recall_across_tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     # Only what these runs remember: not the project's shipped memory.

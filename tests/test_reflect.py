@@ -26,6 +26,7 @@ def _user_prompt(prompt: str) -> str:
     return next(m["content"] for m in json.loads(prompt) if m["role"] == "user")
 
 
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 def test_reflection_precedes_debug_and_improve(tmp_path: Path) -> None:
     make_data(tmp_path / "train.csv")
     shutil.copy(GENERIC, tmp_path / "replies.json")
@@ -59,7 +60,7 @@ def test_reflection_precedes_debug_and_improve(tmp_path: Path) -> None:
     assert not any("Your notes" in _user_prompt(p) for p in drafts.prompt)
 
 
-@pytest.mark.slow  # whole searches, over 45 s: the slow step
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 def test_reflect_benchmark_counts_steps_of_both_arms(tmp_path: Path) -> None:
     out = tmp_path / "bench"
     (tmp_path / "task.yaml").write_text(POLICY)
@@ -116,7 +117,7 @@ def test_step_success_when_every_improve_was_stopped() -> None:
 ANALYSIS = "```python\ndf = pd.read_csv('input/train.csv')\nprint('rows:', len(df))\n```\n"
 
 
-@pytest.mark.slow  # whole searches, over 45 s: the slow step
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 def test_analyst_arm_runs_with_the_analyst_and_shares_the_plain_run(tmp_path: Path) -> None:
     script = json.loads(GENERIC.read_text())
     script["analyze"] = [ANALYSIS]

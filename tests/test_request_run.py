@@ -33,6 +33,7 @@ LINEAR = "Linear.\n```python\nfrom sklearn.linear_model import LinearRegression\
          "    return model.predict(X_valid), model.predict(X_test)\n```\n"
 
 
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 def test_a_sentence_runs_and_its_task_yaml_runs_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -109,6 +110,7 @@ NOSY = (
 )
 
 
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 def test_a_too_slow_node_is_not_best_and_the_summary_says_why(tmp_path: Path) -> None:
     _data(tmp_path / "train.csv")
     (tmp_path / "llm.json").write_text(json.dumps({"draft": [SLOW_GOOD, LINEAR, NOSY]}))

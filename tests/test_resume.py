@@ -23,6 +23,7 @@ from engine.store import RunStore
 from tests.helpers import only_run, resume_task
 
 
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 def test_resume_after_node_budget(tmp_path: Path) -> None:
     task = resume_task(tmp_path, 0.0, 3)
     out = tmp_path / "runs"
@@ -40,6 +41,7 @@ def test_resume_after_node_budget(tmp_path: Path) -> None:
     assert manifest["spent"]["budget"] == 300 + 120
 
 
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 def test_a_resume_that_keeps_the_answer_keeps_its_saved_model(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     task = resume_task(tmp_path, 0.0, 3)
@@ -72,6 +74,7 @@ def test_resume_refuses_a_changed_task(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["--resume", str(run), "--target", "z"]) == 2
 
 
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
     task = resume_task(tmp_path, 0.4, 10)
     out = tmp_path / "runs"
@@ -110,6 +113,7 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
         assert data is None or data["operator"] in set(after.operator)
 
 
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
 def test_ctrl_c_stops_gracefully(tmp_path: Path) -> None:
     task = resume_task(tmp_path, 0.4, 40)
     out = tmp_path / "runs"
