@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from engine.folds import fold_splitter
 from engine.scoring import score
 from engine.task import PreparedTask
 from operators.harness import PREPARE_SOURCE
@@ -170,13 +171,7 @@ def lgbm_default(task: PreparedTask, budget: float, seed: int, folder: Path) -> 
 
 
 def _folds(task: PreparedTask, y: pd.Series, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    from sklearn.model_selection import KFold, StratifiedKFold
-
-    if task.task_type == "regression":
-        split = KFold(CV_FOLDS, shuffle=True, random_state=seed).split(y)
-    else:
-        split = StratifiedKFold(CV_FOLDS, shuffle=True, random_state=seed).split(y, y)
-    return list(split)
+    return list(fold_splitter(task.task_type, CV_FOLDS, seed).split(y, y))
 
 
 def optuna_lgbm(task: PreparedTask, budget: float, seed: int, folder: Path) -> BaselineResult:

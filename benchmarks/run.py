@@ -48,6 +48,7 @@ import pandas as pd
 from benchmarks.baselines import BASELINES
 from benchmarks.datasets import PROTOCOLS, Dataset, suite
 from engine.config import parse_budget
+from engine.folds import fold_splitter
 from engine.store import RunStore
 from engine.task import TaskSpec, prepare_task
 from fileio import replacing, write_atomic
@@ -216,7 +217,7 @@ def fold_files(dataset: Dataset, fold: int, settings: Settings, out: Path) -> tu
     with dataset.path.open(newline="", encoding="utf-8") as handle:
         header, *rows = list(csv.reader(handle))
     target = [row[header.index(dataset.target)] for row in rows]
-    held_out = set(outer_folds(target, dataset.task_type != "regression", settings.outer_folds,
+    held_out = set(outer_folds(target, dataset.task_type, settings.outer_folds,
                                settings.split_seed)[fold].tolist())
     folder.mkdir(parents=True, exist_ok=True)
     for path, keep in ((data, False), (test, True)):
@@ -228,15 +229,11 @@ def fold_files(dataset: Dataset, fold: int, settings: Settings, out: Path) -> tu
     return data, test
 
 
-def outer_folds(target: list[str], classes: bool, folds: int, seed: int) -> list[Any]:
+def outer_folds(target: list[str], task_type: str, folds: int, seed: int) -> list[Any]:
     """Row indices of each outer fold's test part (sorted; together they are every row once)."""
-    from sklearn.model_selection import KFold, StratifiedKFold
-
     if folds > len(target):
         raise UserError(f"bad --outer-folds {folds}: a task has only {len(target)} rows")
-    split = (StratifiedKFold(folds, shuffle=True, random_state=seed).split(target, target)
-             if classes else KFold(folds, shuffle=True, random_state=seed).split(target))
-    return [test for _, test in split]
+    return [test for _, test in fold_splitter(task_type, folds, seed).split(target, target)]
 
 
 def _run_baseline(job: Job, dataset: Dataset, settings: Settings, out: Path, data: Path,

@@ -99,17 +99,21 @@ def make_folds(task: PreparedTask, k: int | None = None, seed: int = 0) -> Folds
         fold_of[n_train:] = 0
         return Folds(HOLDOUT, seed, fold_of)
     labels = dev_labels(task).astype(str).to_numpy()
-    splitter: KFold | StratifiedKFold
-    if task.task_type == "regression":
-        splitter = KFold(k, shuffle=True, random_state=seed)
-    else:
-        splitter = StratifiedKFold(k, shuffle=True, random_state=seed)
+    splitter = fold_splitter(task.task_type, k, seed)
     fold_of = np.empty(n_dev, dtype=int)
     with warnings.catch_warnings():  # a class rarer than k rows: still split, less stratified
         warnings.simplefilter("ignore", UserWarning)
         for fold, (_, rows) in enumerate(splitter.split(np.zeros(n_dev), labels)):
             fold_of[rows] = fold
     return Folds(k, seed, fold_of)
+
+
+def fold_splitter(task_type: str, k: int, seed: int) -> KFold | StratifiedKFold:
+    """`k` folds shuffled with `seed`: stratified by class unless the task is a regression
+    (its `split` then needs the labels as `y`)."""
+    if task_type == "regression":
+        return KFold(k, shuffle=True, random_state=seed)
+    return StratifiedKFold(k, shuffle=True, random_state=seed)
 
 
 def fold_inputs(task: PreparedTask, folds: Folds, fold: int) -> dict[str, bytes]:

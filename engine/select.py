@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import KFold, StratifiedKFold
 
 from engine.blend import cross_fitted
+from engine.folds import fold_splitter
 from engine.scoring import (
     SubmissionError,
     class_probabilities,
@@ -71,11 +71,7 @@ def cross_validate(task: PreparedTask, node: Node, folds: int, seed: int,
         ignore_index=True,
     )
     y = full[task.target]
-    splitter: KFold | StratifiedKFold
-    if task.task_type == "regression":
-        splitter = KFold(folds, shuffle=True, random_state=seed)
-    else:
-        splitter = StratifiedKFold(folds, shuffle=True, random_state=seed)
+    splitter = fold_splitter(task.task_type, folds, seed)
     scores: list[float] = []
     for train_rows, fold_rows in splitter.split(full, y.astype(str)):
         fold = full.iloc[fold_rows]

@@ -19,6 +19,7 @@ from engine.folds import (
     dev_labels,
     fold_count,
     fold_inputs,
+    fold_splitter,
     make_folds,
 )
 from engine.scoring import read_stacked, read_submission, score_held_out
@@ -38,6 +39,15 @@ def task(tmp_path_factory: pytest.TempPathFactory) -> PreparedTask:
     path = tmp_path_factory.mktemp("folds") / "data.csv"
     frame.to_csv(path, index=False)
     return prepare_task(TaskSpec(path, "label", None, "roc_auc", ""))
+
+
+def test_classes_are_stratified_and_numbers_only_shuffled() -> None:
+    labels = np.array(["a"] * 40 + ["b"] * 10)
+    for _, rows in fold_splitter("binary", 5, seed=0).split(labels, labels):
+        assert sorted(labels[rows].tolist()) == ["a"] * 8 + ["b"] * 2
+    regression = [rows.tolist() for _, rows in fold_splitter("regression", 5, 0).split(labels)]
+    assert sorted(row for rows in regression for row in rows) == list(range(50))
+    assert regression[0] != list(range(10)), "shuffled, not cut in order"
 
 
 def test_the_rule_for_how_many_folds() -> None:
