@@ -26,7 +26,7 @@ from engine.search_run import task_context
 from engine.step import SearchContext, Step
 from engine.task import TaskSpec, prepare_task
 from operators.analyst import next_analysis, trim_findings
-from search.errors import UserError, exit_code
+from search.errors import UserError, error_exit
 from search.journal import Journal
 from search.node import Status
 
@@ -71,8 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         datasets = suite(args.suite)
         llm = in_process_llm(args.llm)
     except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_code(exc)
+        return error_exit(exc)
     rows = []
     for dataset in datasets:
         rows += attempts(dataset.name, dataset.path, dataset.target, llm, args.samples)

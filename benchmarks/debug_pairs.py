@@ -43,7 +43,7 @@ from engine.task import PreparedTask
 from operators.analyst import analysis_findings
 from operators.context import TaskContext
 from sandbox import run_script
-from search.errors import UserError, exit_code
+from search.errors import UserError, error_exit
 from search.greedy import debug_temperature
 from search.journal import Journal
 from search.node import Node, Operator, Status
@@ -235,8 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         attempts = replay(cases, in_process_llm(args.llm), args.out, args.samples,
                           args.exec_timeout)
     except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_code(exc)
+        return error_exit(exc)
     text = table(attempts)
     (args.out / "debug_pairs.md").write_text(text + "\n")
     print(text, flush=True)

@@ -32,7 +32,7 @@ from operators.harness import assemble
 from operators.models import model_code
 from operators.prompts import build_prompt
 from search.chat import ChatPrompt
-from search.errors import UserError, exit_code
+from search.errors import UserError, error_exit
 from search.families import PORTFOLIO
 from search.journal import Journal
 from search.node import Node, Operator, Status, code_hash
@@ -127,8 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError("--lookup must be at least 1")
         prompts = [p for d in suite(args.suite) for p in prompts_for(d.name, d.path, d.target)]
     except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_code(exc)
+        return error_exit(exc)
     rows = measure(prompts, args.lookup)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "decoding.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -41,7 +41,7 @@ from operators.prompts import build_prompt
 from operators.replies import parse_reply
 from sandbox import Limits, run_script
 from search.chat import ChatPrompt
-from search.errors import UserError, exit_code
+from search.errors import UserError, error_exit
 from search.families import PORTFOLIO
 from search.ideas import NUMERIC_FEATURE_IDEAS
 from search.journal import Journal
@@ -186,8 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         labelled = [c for d in suite(args.suite)
                     for c in cases(d.name, d.path, d.target, args.ideas)]
     except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_code(exc)
+        return error_exit(exc)
     from actors.llama_backend import LlamaLLM
 
     llm = LlamaLLM(n_threads=os.cpu_count() or 1, seed=0)

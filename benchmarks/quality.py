@@ -24,7 +24,7 @@ import pandas as pd
 from benchmarks.datasets import Dataset, suite
 from benchmarks.slice import lightgbm_default, run_engine, saved_results
 from engine.runs import open_run
-from search.errors import UserError, exit_code
+from search.errors import UserError, error_exit
 from search.metric import METRICS
 
 
@@ -106,8 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = saved_results(saved, args.budget)
     except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_code(exc)
+        return error_exit(exc)
     done = {r["task"] for r in results}
     for dataset in suite(args.suite):
         if dataset.name in done:

@@ -30,7 +30,7 @@ from benchmarks.datasets import suite
 from benchmarks.slice import run_engine, saved_results
 from benchmarks.stats import share
 from engine.runs import open_run
-from search.errors import UserError, exit_code
+from search.errors import UserError, error_exit
 
 ARMS: dict[str, list[str]] = {"plain": [], "reflect": ["--reflect"], "analyst": ["--analyst"]}
 
@@ -120,8 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = saved_results(saved, args.budget)
     except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_code(exc)
+        return error_exit(exc)
     done = {(r["task"], r["seed"], r["arm"]) for r in results}
     for dataset in suite(args.suite):
         for seed in range(args.seeds):

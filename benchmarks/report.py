@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from engine.store import RunStore
-from search.errors import EngineError, UserError, exit_code
+from search.errors import EngineError, UserError, error_exit
 from search.metric import METRICS, normalised_score
 
 REFERENCE = "sela"  # the default method others are counted against (wins / ties / losses)
@@ -494,8 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         path = write_report(args.results, args.out)
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_code(exc)
+        return error_exit(exc)
     print(path.read_text())
     return 0
 

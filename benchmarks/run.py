@@ -52,7 +52,7 @@ from engine.folds import fold_splitter
 from engine.store import RunStore
 from engine.task import TaskSpec, prepare_task
 from fileio import replacing, write_atomic
-from search.errors import EngineError, UserError, exit_code
+from search.errors import EngineError, UserError, error_exit
 from search.policy import available
 
 RESULTS = "results.parquet"
@@ -466,8 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         results = run_suite(jobs, {d.name: d for d in datasets}, settings, args.out,
                             args.parallel)
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_code(exc)
+        return error_exit(exc)
     failed = int((results.status != "ok").sum())
     print(f"results: {args.out / RESULTS} ({len(results)} rows, {failed} failed); report: "
           f"python -m benchmarks.report {args.out / RESULTS} -o {args.out / 'report.md'}")

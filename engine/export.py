@@ -29,7 +29,7 @@ from typing import Any
 
 from engine.runs import open_run
 from fileio import write_atomic
-from search.errors import EngineError, StoreError, UserError, exit_code
+from search.errors import EngineError, StoreError, UserError, error_exit
 
 FORMATS = ("sharegpt", "alpaca", "messages")
 
@@ -180,8 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             written = export_model(args.run, args.output)
         except EngineError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return exit_code(exc)
+            return error_exit(exc)
         print(f"wrote {args.output}: {written['models']} model(s), "
               f"{written['bytes'] / 2**20:.1f} MiB; requirements: "
               f"{', '.join(written['requirements'])}")
@@ -190,8 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         per_operator, skipped, runs = export_sft(args.runs, args.output, args.format,
                                                  args.min_gain)
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_code(exc)
+        return error_exit(exc)
     counts = ", ".join(f"{n} {op}" for op, n in sorted(per_operator.items()))
     extra = "".join(f"; skipped {n} {why}" for why, n in skipped.items())
     print(f"wrote {sum(per_operator.values())} examples ({counts}) from {runs} run(s) to "

@@ -43,7 +43,7 @@ from engine.store import RunStore
 from engine.task import PreparedTask
 from operators.harness import model_part
 from operators.memory import Case, Fix, meta_features, nearest_cases, task_fingerprint
-from search.errors import UserError, exit_code
+from search.errors import UserError, error_exit
 from search.journal import Journal
 from search.node import Operator, code_hash
 from search.policy import Proposal
@@ -429,8 +429,7 @@ def main(argv: list[str] | None = None) -> int:
             print(show(memory.records(), str(memory.path)))
             print(show(shipped_records(), f"shipped ({SHIPPED})"))
     except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_code(exc)
+        return error_exit(exc)
     return 0
 
 

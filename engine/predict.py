@@ -42,7 +42,7 @@ from engine.task import PreparedTask, csv_bytes
 from fileio import write_atomic
 from operators.fitted import SERVE, fitted_wrapper
 from sandbox import ExecResult, Limits, SandboxError, Session, run_script, start_session
-from search.errors import EngineError, UserError, exit_code
+from search.errors import EngineError, UserError, error_exit
 
 DEFAULT_TIMEOUT = 600.0
 T = TypeVar("T")
@@ -226,8 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         count, how = predict(args.run, args.rows, args.output, refit=args.refit,
                              timeout=args.timeout)
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_code(exc)
+        return error_exit(exc)
     print(f"wrote {count} predictions to {args.output} (the answer of {args.run.name}, "
           f"{how})")
     return 0

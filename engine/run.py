@@ -25,7 +25,7 @@ from engine.config import (
     load_task_yaml,
     merge,
 )
-from search.errors import EngineError, exit_code
+from search.errors import EngineError, error_exit
 
 EPILOG = """examples:
   python -m engine.run --data benchmarks/data/concrete-strength/concrete.csv --target strength
@@ -111,8 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             run = SearchRun.new(config_from_args(args, console), console)
         run.start()
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_code(exc)
+        return error_exit(exc)
     except KeyboardInterrupt:
         print("stopped by Ctrl-C; finished nodes are stored", file=sys.stderr)
         return 130

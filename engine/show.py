@@ -19,7 +19,7 @@ from rich.text import Text
 from engine.outputs import existing_files
 from engine.runs import open_run
 from engine.summary import overview, shown_path, summary_facts, top_errors
-from search.errors import EngineError, UserError, exit_code
+from search.errors import EngineError, UserError, error_exit
 from search.journal import Journal
 from search.metric import METRICS
 
@@ -124,8 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         show(args.run, console, nodes=args.nodes)
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_code(exc)
+        return error_exit(exc)
     return 0
 
 

@@ -6,6 +6,8 @@ that a person can fix: the CLI prints its message as one line and exits with cod
 
 from __future__ import annotations
 
+import sys
+
 
 class EngineError(Exception):
     """Base of every error the engine raises about itself."""
@@ -26,3 +28,10 @@ class StoreError(EngineError):
 def exit_code(exc: EngineError) -> int:
     """A command's exit status for one of our errors: 2 for input the user can fix, else 1."""
     return 2 if isinstance(exc, UserError) else 1
+
+
+def error_exit(exc: EngineError) -> int:
+    """What every command's `main` does with one of our errors: print it as one line on stderr
+    and return its exit status."""
+    print(f"error: {exc}", file=sys.stderr)
+    return exit_code(exc)
