@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from collections import Counter
 from importlib import resources
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 
 from engine.runs import StoredRun, open_run
 from engine.summary import FILES, busy_shares, cost, worker_spans
-from fileio import write_atomic
+from fileio import replacing_dir, write_atomic
 from search.journal import Journal
 from search.metric import METRICS
 from search.node import Node, Operator, Status
@@ -76,26 +75,22 @@ def write_good(root: Path, journal: Journal, tests: dict[str, float | None],
 
     The folder is rebuilt whole each time (a resumed run reorders it) and renamed into place.
     """
-    root = Path(root)
-    staging = root / ".good.tmp"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    good = Path(root) / "good"
     names = []
-    for rank, node in enumerate(ranked_good(journal, k), start=1):
-        name = f"{rank}-{node.node_id}"
-        folder = staging / name
-        folder.mkdir()
-        (folder / "solution.py").write_text(node.code)
-        meta = {
-            "rank": rank, "node_id": node.node_id, "parent_id": node.parent_id,
-            "operator": node.operator.value, "step": node.step, "metric_raw": node.metric_raw,
-            "test_metric_raw": tests.get(node.node_id), "plan": node.plan,
-        }
-        (folder / "node.json").write_text(json.dumps(meta, indent=2) + "\n")
-        names.append(name)
-    good = root / "good"
-    shutil.rmtree(good, ignore_errors=True)
-    staging.rename(good)
+    with replacing_dir(good) as staging:
+        for rank, node in enumerate(ranked_good(journal, k), start=1):
+            name = f"{rank}-{node.node_id}"
+            folder = staging / name
+            folder.mkdir()
+            (folder / "solution.py").write_text(node.code)
+            meta = {
+                "rank": rank, "node_id": node.node_id, "parent_id": node.parent_id,
+                "operator": node.operator.value, "step": node.step,
+                "metric_raw": node.metric_raw, "test_metric_raw": tests.get(node.node_id),
+                "plan": node.plan,
+            }
+            (folder / "node.json").write_text(json.dumps(meta, indent=2) + "\n")
+            names.append(name)
     return [good / name for name in names]
 
 
