@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.llm import LLM
+from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import suite
 from benchmarks.debug_pairs import in_process_llm, replay_step
 from benchmarks.stats import share
@@ -58,12 +59,10 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", default="lite", help="suite name or comma-separated datasets")
+    add_shared_flags(parser, suite="lite", llm="llama", out="runs/analysis",
+                     out_help="where analysis.md and attempts.jsonl go")
     parser.add_argument("--samples", type=int, default=3,
                         help="first attempts per task (default 3)")
-    parser.add_argument("--llm", default="llama", help="LLM spec (default: embedded model)")
-    parser.add_argument("--out", type=Path, default=Path("runs/analysis"),
-                        help="where analysis.md and attempts.jsonl go")
     args = parser.parse_args(argv)
     try:
         if args.samples < 1:

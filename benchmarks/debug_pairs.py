@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.llm import LLM, make_llm, parse_spec
+from benchmarks.cli import add_shared_flags
 from benchmarks.stats import share, sign_test
 from engine.export import runs_in
 from engine.runs import open_run
@@ -214,15 +215,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path,
                         help="run directories, or folders holding them (e.g. runs/reflect)")
-    parser.add_argument("--llm", default="llama", help="LLM spec (default: embedded model)")
+    add_shared_flags(parser, llm="llama", out="runs/debug-pairs",
+                     out_help="where attempts.jsonl and debug_pairs.md go")
     parser.add_argument("--samples", type=int, default=1,
                         help="debug attempts per parent and arm (default 1)")
     parser.add_argument("--max-parents", type=int, default=None,
                         help="at most this many failed nodes, spread over tasks (default all)")
     parser.add_argument("--exec-timeout", type=float, default=300.0,
                         help="seconds one debugged script may run (default 300, as engine.run)")
-    parser.add_argument("--out", type=Path, default=Path("runs/debug-pairs"),
-                        help="where attempts.jsonl and debug_pairs.md go")
     args = parser.parse_args(argv)
     try:
         if args.samples < 1 or (args.max_parents is not None and args.max_parents < 1):

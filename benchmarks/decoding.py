@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import suite
 from engine.search_run import task_context
 from engine.task import TaskSpec, prepare_task
@@ -116,11 +117,10 @@ def table(rows: list[dict[str, Any]], lookup: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", default="lite", help="suite name or comma-separated datasets")
+    add_shared_flags(parser, suite="lite", out="runs/decoding",
+                     out_help="where decoding.md and decoding.jsonl go")
     parser.add_argument("--lookup", type=int, default=10,
                         help="tokens drafted per lookup (default 10)")
-    parser.add_argument("--out", type=Path, default=Path("runs/decoding"),
-                        help="where decoding.md and decoding.jsonl go")
     args = parser.parse_args(argv)
     try:
         if args.lookup < 1:

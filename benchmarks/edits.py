@@ -31,6 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import suite
 from engine.search_run import task_context
 from engine.task import PreparedTask, TaskSpec, prepare_task
@@ -173,12 +174,10 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", default="concrete-strength,credit-g",
-                        help="suite name or comma-separated datasets")
+    add_shared_flags(parser, suite="concrete-strength,credit-g", out="runs/edits",
+                     out_help="where edits.md and edits.jsonl go")
     parser.add_argument("--ideas", type=int, default=3,
                         help=f"improve ideas per task (at most {len(NUMERIC_FEATURE_IDEAS)})")
-    parser.add_argument("--out", type=Path, default=Path("runs/edits"),
-                        help="where edits.md and edits.jsonl go")
     args = parser.parse_args(argv)
     try:
         if not 1 <= args.ideas <= len(NUMERIC_FEATURE_IDEAS):

@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import Dataset, suite
 from benchmarks.slice import lightgbm_default, run_engine, saved_results
 from engine.runs import open_run
@@ -96,12 +97,10 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", default="lite", help="suite name or comma-separated datasets")
-    parser.add_argument("--budget", default="15m", help="search budget per task (default 15m)")
-    parser.add_argument("--llm", default="llama", help="LLM spec (default: embedded model)")
-    parser.add_argument("--out", default="runs/quality", help="where runs and the table go")
+    add_shared_flags(parser, suite="lite", budget="15m", llm="llama", out="runs/quality",
+                     out_help="where runs and the table go")
     args, extra = parser.parse_known_args(argv)
-    out = Path(args.out)
+    out = args.out
     saved = out / "quality.json"
     try:
         results = saved_results(saved, args.budget)

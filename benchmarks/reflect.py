@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import suite
 from benchmarks.slice import run_engine, saved_results
 from benchmarks.stats import share
@@ -100,13 +101,11 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", default="lite", help="suite name or comma-separated datasets")
-    parser.add_argument("--budget", default="10m", help="search budget per run (default 10m)")
+    add_shared_flags(parser, suite="lite", budget="10m", budget_help="search budget per run",
+                     llm="llama", out="runs/reflect", out_help="where runs and the table go")
     parser.add_argument("--seeds", type=int, default=1, help="seeds per task and arm (default 1)")
-    parser.add_argument("--llm", default="llama", help="LLM spec (default: embedded model)")
     parser.add_argument("--arms", default="plain,reflect",
                         help=f"comma-separated arms, of {', '.join(ARMS)} (default plain,reflect)")
-    parser.add_argument("--out", default="runs/reflect", help="where runs and the table go")
     args, extra = parser.parse_known_args(argv)
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     unknown = [a for a in arms if a not in ARMS]
@@ -114,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown arm {', '.join(unknown) or args.arms!r}; arms: {', '.join(ARMS)}",
               file=sys.stderr)
         return 2
-    out = Path(args.out)
+    out = args.out
     out.mkdir(parents=True, exist_ok=True)
     saved = out / "reflect.json"
     try:

@@ -46,6 +46,7 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.baselines import BASELINES
+from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import PROTOCOLS, Dataset, suite
 from engine.config import parse_budget
 from engine.folds import fold_splitter
@@ -102,8 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
                                 description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="Unknown flags are passed to every engine run.")
-    p.add_argument("--suite", default="lite",
-                   help="smoke, lite, full, or comma-separated dataset names (default lite)")
+    add_shared_flags(
+        p, suite="lite",
+        suite_help="smoke, lite, full, or comma-separated dataset names (default lite)",
+        budget="10m", budget_help="wall-clock budget per search",
+        llm="llama", llm_help="LLM spec for the searches (default llama)",
+        out="runs/bench",
+        out_help="results.parquet and run directories go here (default runs/bench)")
     p.add_argument("--policies", default="greedy,mcts,sela",
                    help="comma-separated search policies; empty for none "
                         "(default greedy,mcts,sela)")
@@ -119,20 +125,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="outer folds per task, each a different test split (AMLB uses 10); "
                         "1: the engine's own split (default 1)")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per task and method")
-    p.add_argument("--budget", default="10m", help="wall-clock budget per search (default 10m)")
     p.add_argument("--baseline-budget",
                    help="wall-clock budget of each baseline (default: --budget)")
     p.add_argument("--split-seed", type=int, default=0,
                    help="seed of every task's train/valid/test split (default 0)")
-    p.add_argument("--llm", default="llama", help="LLM spec for the searches (default llama)")
     p.add_argument("--executors", type=int, default=1,
                    help="sandboxed executors per search (default 1)")
     p.add_argument("--address", help="Ray cluster to run the jobs on (e.g. auto); "
                                      "default: one after another on this machine")
     p.add_argument("--parallel", type=int,
                    help="jobs at once on the cluster (default: cluster CPUs / (executors + 1))")
-    p.add_argument("--out", type=Path, default=Path("runs/bench"),
-                   help="results.parquet and run directories go here (default runs/bench)")
     return p
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from benchmarks.cli import add_shared_flags
 from engine.run import main as run_main
 from engine.runs import open_run
 from search.errors import UserError
@@ -92,11 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(DEMO))
     parser.add_argument("--target", default="strength")
-    parser.add_argument("--budget", default="10m")
-    parser.add_argument("--llm", default="llama")
-    parser.add_argument("--out", default="runs/bench-slice")
+    add_shared_flags(parser, budget="10m", llm="llama", out="runs/bench-slice",
+                     out_help="where the run goes")
     args, extra = parser.parse_known_args(argv)
-    out = Path(args.out)
+    out = args.out
     code, run_dir = run_engine(["--data", args.data, "--target", args.target, "--budget",
                                 args.budget, "--llm", args.llm, *extra], out)
     if run_dir is None:

@@ -31,6 +31,7 @@ import pandas as pd
 
 from engine.fitted import saved_states, training_inputs
 from engine.runs import open_run
+from fileio import replacing_dir
 from operators.fitted import LOAD, fitted_wrapper
 from search.errors import UserError
 
@@ -107,29 +108,24 @@ def export_model(run: Path, out: Path) -> dict[str, Any]:
         "python": ".".join(map(str, sys.version_info[:3])),
     }
     pins = requirements(code)
-    staging = out.with_name(f".{out.name}.tmp")
-    shutil.rmtree(staging, ignore_errors=True)
-    (staging / "model").mkdir(parents=True)
-    (staging / "data").mkdir()
-    for index, (state, inputs) in enumerate(zip(states, training_inputs(task, opened.store
-                                                                         .load_folds()),
-                                                strict=True)):
-        (staging / "model" / f"fold-{index}.pkl").write_bytes(state)
-        (staging / "data" / f"train-{index}.csv").write_bytes(inputs["train.csv"])
-    (staging / "solution.py").write_text(code, encoding="utf-8")
-    (staging / "replay.py").write_text(fitted_wrapper(LOAD), encoding="utf-8")
-    shutil.copy(Path(__file__).with_name("bundle_predict.py"), staging / "predict.py")
-    (staging / "model.json").write_text(json.dumps(info, indent=2) + "\n")
-    (staging / "requirements.txt").write_text("\n".join(pins) + "\n")
     test = opened.manifest.get("result", {}).get("best_test")
-    (staging / "README.md").write_text(_README.format(
-        name=out.name, run=run.name, operator=node.get("operator", ""), node=node["node_id"],
-        metric=task.metric.name, test="n/a" if test is None else f"{test:.5g}",
-        target=task.target, task_type=task.task_type, models=len(states),
-        training=record["training"], count=len(features), python=info["python"]))
-    if out.exists():
-        out.rmdir()  # empty, checked above
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging.rename(out)
+    with replacing_dir(out) as staging:  # `out` is absent or empty, checked above
+        (staging / "model").mkdir()
+        (staging / "data").mkdir()
+        for index, (state, inputs) in enumerate(zip(states, training_inputs(task, opened.store
+                                                                             .load_folds()),
+                                                    strict=True)):
+            (staging / "model" / f"fold-{index}.pkl").write_bytes(state)
+            (staging / "data" / f"train-{index}.csv").write_bytes(inputs["train.csv"])
+        (staging / "solution.py").write_text(code, encoding="utf-8")
+        (staging / "replay.py").write_text(fitted_wrapper(LOAD), encoding="utf-8")
+        shutil.copy(Path(__file__).with_name("bundle_predict.py"), staging / "predict.py")
+        (staging / "model.json").write_text(json.dumps(info, indent=2) + "\n")
+        (staging / "requirements.txt").write_text("\n".join(pins) + "\n")
+        (staging / "README.md").write_text(_README.format(
+            name=out.name, run=run.name, operator=node.get("operator", ""), node=node["node_id"],
+            metric=task.metric.name, test="n/a" if test is None else f"{test:.5g}",
+            target=task.target, task_type=task.task_type, models=len(states),
+            training=record["training"], count=len(features), python=info["python"]))
     return {"models": len(states), "requirements": pins,
             "bytes": sum(p.stat().st_size for p in out.rglob("*") if p.is_file())}

@@ -19,7 +19,6 @@ manifest's `model` record says why, and predicting trains the answer again, as b
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from engine.folds import HOLDOUT, Folds, dev_frame, fold_inputs
 from engine.scoring import SubmissionError, read_stacked, read_submission
 from engine.select import Runner
 from engine.task import PreparedTask, csv_bytes
+from fileio import replacing_dir
 from operators.fitted import (
     FITTED_PREFIX,
     LOAD,
@@ -134,14 +134,10 @@ def keep(best_dir: Path, fitted: FittedAnswer) -> None:
     which is replaced whenever the best changes)."""
     if not fitted.record.get("saved"):
         return
-    staging = best_dir / f".{MODEL_DIR}.tmp"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    for index, state in enumerate(fitted.states):
-        (staging / f"fold-{index}.pkl").write_bytes(state)
-    (staging / INFO_FILE).write_text(json.dumps(fitted.record, indent=2) + "\n")
-    shutil.rmtree(best_dir / MODEL_DIR, ignore_errors=True)
-    staging.rename(best_dir / MODEL_DIR)
+    with replacing_dir(best_dir / MODEL_DIR) as staging:
+        for index, state in enumerate(fitted.states):
+            (staging / f"fold-{index}.pkl").write_bytes(state)
+        (staging / INFO_FILE).write_text(json.dumps(fitted.record, indent=2) + "\n")
 
 
 def saved_states(best_dir: Path) -> list[bytes] | None:

@@ -5,9 +5,10 @@ rebuilt at any time and never holds a fact the Parquet rows lack. `write_outputs
 one entry point the engine calls at the end of each start; it copes with a run of no nodes and
 with a run where nothing worked.
 
-`tree.html` is one self-contained file: inline CSS and JS, no libraries, no network. The nodes
-are embedded as JSON in a `<script type="application/json">` block and drawn as an SVG by the
-page itself. The per-node test score is left out on purpose: the tree is where a person picks
+`tree.html` is one self-contained file: inline CSS and JS, no libraries, no network; its page,
+CSS and script are files shipped with the package (`engine/assets/tree.*`), filled in here. The
+nodes are embedded as JSON in a `<script type="application/json">` block and drawn as an SVG by
+the page itself. The per-node test score is left out on purpose: the tree is where a person picks
 solutions, and picking by test score would make the test split a second validation split.
 """
 
@@ -15,14 +16,14 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from collections import Counter
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from engine.runs import StoredRun, open_run
 from engine.summary import FILES, busy_shares, cost, worker_spans
-from fileio import write_atomic
+from fileio import replacing_dir, write_atomic
 from search.journal import Journal
 from search.metric import METRICS
 from search.node import Node, Operator, Status
@@ -74,26 +75,22 @@ def write_good(root: Path, journal: Journal, tests: dict[str, float | None],
 
     The folder is rebuilt whole each time (a resumed run reorders it) and renamed into place.
     """
-    root = Path(root)
-    staging = root / ".good.tmp"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    good = Path(root) / "good"
     names = []
-    for rank, node in enumerate(ranked_good(journal, k), start=1):
-        name = f"{rank}-{node.node_id}"
-        folder = staging / name
-        folder.mkdir()
-        (folder / "solution.py").write_text(node.code)
-        meta = {
-            "rank": rank, "node_id": node.node_id, "parent_id": node.parent_id,
-            "operator": node.operator.value, "step": node.step, "metric_raw": node.metric_raw,
-            "test_metric_raw": tests.get(node.node_id), "plan": node.plan,
-        }
-        (folder / "node.json").write_text(json.dumps(meta, indent=2) + "\n")
-        names.append(name)
-    good = root / "good"
-    shutil.rmtree(good, ignore_errors=True)
-    staging.rename(good)
+    with replacing_dir(good) as staging:
+        for rank, node in enumerate(ranked_good(journal, k), start=1):
+            name = f"{rank}-{node.node_id}"
+            folder = staging / name
+            folder.mkdir()
+            (folder / "solution.py").write_text(node.code)
+            meta = {
+                "rank": rank, "node_id": node.node_id, "parent_id": node.parent_id,
+                "operator": node.operator.value, "step": node.step,
+                "metric_raw": node.metric_raw, "test_metric_raw": tests.get(node.node_id),
+                "plan": node.plan,
+            }
+            (folder / "node.json").write_text(json.dumps(meta, indent=2) + "\n")
+            names.append(name)
     return [good / name for name in names]
 
 
@@ -178,292 +175,17 @@ def _write_tree_html(run: StoredRun) -> Path:
     root = run.store.root
     data = _tree_data(run)
     title = f"treeml run {data['run_id']}".replace("<", "").replace("&", "")
-    html = (_PAGE.replace("__TITLE__", title)
-            .replace("__CSS__", _CSS).replace("__JS__", _JS)
+    html = (_asset("tree.html").replace("__TITLE__", title)
+            .replace("__CSS__", _asset("tree.css")).replace("__JS__", _asset("tree.js"))
             .replace("__DATA__", embed_json(data)))
     out = root / "tree.html"
     write_atomic(out, html)
     return out
 
 
-_PAGE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="icon" href="data:,">
-<title>__TITLE__</title>
-<style>__CSS__</style>
-</head>
-<body>
-<header id="header"></header>
-<div id="legend"></div>
-<main>
-  <section id="canvas">
-    <div id="zoom"><button id="zoom-in" title="zoom in">+</button><button id="zoom-out"
-      title="zoom out">&minus;</button><button id="zoom-fit" title="reset">1:1</button></div>
-    <div id="tree"></div>
-  </section>
-  <aside id="panel"><p class="hint">Click a node to see its plan, code, error, metric, timings
-    and tokens.</p></aside>
-</main>
-<script type="application/json" id="run-data">__DATA__</script>
-<script>__JS__</script>
-</body>
-</html>
-"""
-
-_CSS = """
-* { box-sizing: border-box; }
-body { margin: 0; font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif;
-       color: #222; background: #fafafa; height: 100vh; display: flex; flex-direction: column; }
-header { padding: 10px 16px; background: #1f2a36; color: #fff; }
-header h1 { font-size: 17px; margin: 0 0 4px; }
-header .facts span { margin-right: 18px; white-space: nowrap; }
-#legend { padding: 6px 16px; border-bottom: 1px solid #ddd; background: #fff; font-size: 13px; }
-#legend .item { display: inline-flex; align-items: center; margin-right: 14px; }
-#legend .dot { width: 12px; height: 12px; border-radius: 50%; margin-right: 5px;
-               display: inline-block; }
-#legend .line { width: 22px; height: 4px; margin-right: 5px; display: inline-block; }
-main { flex: 1; display: flex; min-height: 0; }
-#canvas { flex: 1; position: relative; overflow: auto; background: #fff; }
-#zoom { position: sticky; top: 6px; left: 6px; z-index: 2; display: inline-block; }
-#zoom button { width: 34px; height: 26px; margin-right: 2px; cursor: pointer; }
-#panel { width: 44%; max-width: 760px; min-width: 320px; overflow: auto; padding: 12px 16px;
-         border-left: 1px solid #ddd; background: #fcfcfc; }
-#panel h2 { font-size: 16px; margin: 0 0 8px; }
-#panel dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 0; }
-#panel dt { color: #666; }
-#panel dd { margin: 0; }
-#panel pre { background: #f3f3f3; padding: 8px; overflow: auto; font-size: 12px;
-             border: 1px solid #e2e2e2; white-space: pre; max-height: 60vh; }
-#panel pre.error { background: #fdecea; border-color: #f5c6c2; white-space: pre-wrap; }
-#panel .hint { color: #777; }
-#panel a { cursor: pointer; color: #1a5fb4; text-decoration: underline; }
-.node { cursor: pointer; outline: none; }
-.node circle { stroke: #333; stroke-width: 1; }
-.node.on-path circle { stroke: #b8860b; stroke-width: 3; }
-.node.best circle { stroke: #b8860b; stroke-width: 5; }
-.node.selected circle { stroke: #1a5fb4; stroke-width: 4; }
-.node text { font-size: 10px; fill: #333; pointer-events: none; }
-.edge { stroke: #9aa; stroke-width: 1.3; fill: none; }
-.edge.on-path { stroke: #f1c40f; stroke-width: 5; }
-.empty { padding: 40px; color: #666; font-size: 16px; }
-"""
-
-_JS = r"""
-"use strict";
-(function () {
-  const data = JSON.parse(document.getElementById("run-data").textContent);
-  const SVG = "http://www.w3.org/2000/svg";
-  const nodes = data.nodes;
-  const byId = new Map(nodes.map(n => [n.id, n]));
-  const onPath = new Set(data.best_path);
-  const fmt = v => (v === null || v === undefined) ? "n/a"
-    : (Math.abs(v) >= 1e4 || (Math.abs(v) < 1e-3 && v !== 0)) ? v.toExponential(3)
-    : String(Number(v.toPrecision(5)));
-  const el = (tag, attrs, text) => {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
-    if (text !== undefined) e.textContent = text;
-    return e;
-  };
-  const sel = (tag, attrs) => {
-    const e = document.createElementNS(SVG, tag);
-    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
-    return e;
-  };
-
-  // Header and legend.
-  const header = document.getElementById("header");
-  header.appendChild(el("h1", {}, "Run " + data.run_id));
-  const facts = el("div", {class: "facts"});
-  const counts = Object.entries(data.status_counts).filter(([, c]) => c > 0)
-    .map(([s, c]) => s + " " + c).join(", ");
-  const direction = data.maximize ? "higher is better" : "lower is better";
-  [["task", "predict " + data.target + " (" + data.task_type + ")"],
-   ["metric", data.metric + " (valid, " + direction + ")"],
-   ["answer's valid", fmt(data.best_valid) + (data.best ? " (node " + data.best + ")" : "")],
-   ["nodes", nodes.length + (counts ? " (" + counts + ")" : "")]].forEach(([k, v]) => {
-    const s = el("span", {}, k + ": ");
-    s.appendChild(el("b", {}, v));
-    facts.appendChild(s);
-  });
-  header.appendChild(facts);
-  const legend = document.getElementById("legend");
-  for (const [status, colour] of Object.entries(data.colours)) {
-    const item = el("span", {class: "item"});
-    item.appendChild(el("span", {class: "dot", style: "background:" + colour}));
-    item.appendChild(document.createTextNode(status));
-    legend.appendChild(item);
-  }
-  const pathItem = el("span", {class: "item"});
-  pathItem.appendChild(el("span", {class: "line", style: "background:#f1c40f"}));
-  pathItem.appendChild(document.createTextNode("best path (thick ring: best node)"));
-  legend.appendChild(pathItem);
-  legend.appendChild(el("span", {class: "item"},
-    "size and label: valid " + data.metric + " (bigger = better)"));
-
-  const tree = document.getElementById("tree");
-  if (nodes.length === 0) {
-    tree.appendChild(el("div", {class: "empty"}, "No nodes yet: this run has not finished any."));
-    return;
-  }
-
-  // Layout: leaves on consecutive columns, a parent centred over its children, depth as row.
-  // Iterative post-order, so a chain of thousands of improvements cannot overflow the stack.
-  const children = new Map();
-  const roots = [];
-  for (const n of nodes) {
-    if (n.parent && byId.has(n.parent)) {
-      if (!children.has(n.parent)) children.set(n.parent, []);
-      children.get(n.parent).push(n.id);
-    } else roots.push(n.id);
-  }
-  const col = new Map(), row = new Map();
-  let nextLeaf = 0;
-  const stack = roots.slice().reverse().map(id => [id, 0, false]);
-  while (stack.length) {
-    const [id, depth, done] = stack.pop();
-    const kids = children.get(id) || [];
-    if (!done) {
-      row.set(id, depth);
-      stack.push([id, depth, true]);
-      for (let i = kids.length - 1; i >= 0; i--) stack.push([kids[i], depth + 1, false]);
-    } else if (kids.length === 0) col.set(id, nextLeaf++);
-    else col.set(id, (col.get(kids[0]) + col.get(kids[kids.length - 1])) / 2);
-  }
-  const DX = 64, DY = 86, PAD = 40;
-  const maxRow = Math.max(...row.values());
-  const width = PAD * 2 + Math.max(0, nextLeaf - 1) * DX;
-  const height = PAD * 2 + maxRow * DY;
-  const xy = id => [PAD + col.get(id) * DX, PAD + row.get(id) * DY];
-
-  const scores = nodes.filter(n => n.metric !== null).map(n => n.metric);
-  const lo = Math.min(...scores), hi = Math.max(...scores);
-  const radius = n => (n.metric === null) ? 7
-    : 8 + 10 * (hi > lo ? (n.metric - lo) / (hi - lo) : 1);
-
-  const svg = sel("svg", {width: width, height: height, viewBox: "0 0 " + width + " " + height,
-                          id: "tree-svg"});
-  const edges = sel("g", {class: "edges"});
-  const layer = sel("g", {class: "nodes"});
-  svg.appendChild(edges);
-  svg.appendChild(layer);
-  for (const n of nodes) {
-    if (!n.parent || !byId.has(n.parent)) continue;
-    const [x1, y1] = xy(n.parent), [x2, y2] = xy(n.id);
-    const both = onPath.has(n.id) && onPath.has(n.parent);
-    const my = (y1 + y2) / 2;
-    edges.appendChild(sel("path", {class: "edge" + (both ? " on-path" : ""),
-      d: "M" + x1 + "," + y1 + " C" + x1 + "," + my + " " + x2 + "," + my + " " + x2 + "," + y2}));
-  }
-  // Best-path nodes last, so their rings are drawn on top.
-  const order = nodes.filter(n => !onPath.has(n.id)).concat(nodes.filter(n => onPath.has(n.id)));
-  const elements = new Map();
-  for (const n of order) {
-    const [x, y] = xy(n.id);
-    const cls = "node status-" + n.status + (onPath.has(n.id) ? " on-path" : "")
-      + (n.id === data.best ? " best" : "");
-    const g = sel("g", {class: cls, "data-id": n.id, transform: "translate(" + x + "," + y + ")",
-                        tabindex: 0});
-    const title = sel("title");
-    title.textContent = n.operator + " " + n.id + " · " + n.status
-      + (n.metric_raw !== null ? " · valid " + data.metric + " " + fmt(n.metric_raw) : "");
-    g.appendChild(title);
-    g.appendChild(sel("circle", {r: radius(n), fill: data.colours[n.status] || "#999"}));
-    const label = sel("text", {"text-anchor": "middle", y: radius(n) + 12});
-    label.textContent = n.metric_raw !== null ? fmt(n.metric_raw) : n.status;
-    g.appendChild(label);
-    const op = sel("text", {"text-anchor": "middle", y: -radius(n) - 4});
-    op.textContent = n.operator;
-    g.appendChild(op);
-    g.addEventListener("click", () => show(n.id));
-    g.addEventListener("keydown", e => { if (e.key === "Enter") show(n.id); });
-    layer.appendChild(g);
-    elements.set(n.id, g);
-  }
-  tree.appendChild(svg);
-
-  let scale = 1;
-  const zoom = f => {
-    scale = f === 0 ? 1 : Math.min(4, Math.max(0.1, scale * f));
-    svg.setAttribute("width", width * scale);
-    svg.setAttribute("height", height * scale);
-  };
-  document.getElementById("zoom-in").addEventListener("click", () => zoom(1.25));
-  document.getElementById("zoom-out").addEventListener("click", () => zoom(0.8));
-  document.getElementById("zoom-fit").addEventListener("click", () => zoom(0));
-
-  // Side panel: everything known about one node, as text (never parsed as HTML).
-  const panel = document.getElementById("panel");
-  let selected = null;
-  function show(id) {
-    const n = byId.get(id);
-    if (!n) return;
-    if (selected) selected.classList.remove("selected");
-    selected = elements.get(id);
-    selected.classList.add("selected");
-    panel.replaceChildren();
-    panel.appendChild(el("h2", {}, n.operator + " " + n.id
-      + (id === data.best ? " (best)" : onPath.has(id) ? " (on the best path)" : "")));
-    const dl = el("dl", {id: "node-facts"});
-    const add = (k, v) => {
-      dl.appendChild(el("dt", {}, k));
-      const dd = el("dd");
-      if (v instanceof Node) dd.appendChild(v); else dd.textContent = v;
-      dl.appendChild(dd);
-    };
-    add("status", n.status);
-    add("valid " + data.metric, fmt(n.metric_raw));
-    add("step / depth", n.step + " / " + n.depth);
-    if (n.parent && byId.has(n.parent)) {
-      const a = el("a", {}, n.parent);
-      a.addEventListener("click", () => show(n.parent));
-      add("parent", a);
-    } else add("parent", "none (root)");
-    add("children", String((children.get(id) || []).length));
-    add("LLM", n.llm_seconds.toFixed(2) + " s");
-    add("exec", n.exec_seconds.toFixed(2) + " s");
-    add("queue", n.queue_seconds.toFixed(2) + " s");
-    add("tokens", (n.prompt_tokens + n.completion_tokens) + " (" + n.prompt_tokens
-      + " prompt, " + n.completion_tokens + " completion)");
-    if (n.model) add("model", n.model + (n.temperature !== null ? " @ T=" + n.temperature : ""));
-    add("workers", [n.llm_actor, n.executor].filter(Boolean).join(", ") || "none");
-    if (n.cost) add("measured", n.cost);
-    if (n.excluded) add("not eligible", n.excluded);
-    if (n.flags) add("flags", n.flags);
-    panel.appendChild(dl);
-    panel.appendChild(el("h3", {}, "Plan"));
-    panel.appendChild(el("p", {id: "node-plan"}, n.plan || "(none)"));
-    if (n.reflection) {
-      panel.appendChild(el("h3", {}, "Reflection (before this step)"));
-      panel.appendChild(el("p", {id: "node-reflection"}, n.reflection));
-    }
-    if (n.hint) {
-      panel.appendChild(el("h3", {}, "Asked for"));
-      panel.appendChild(el("p", {id: "node-hint"}, n.hint));
-    }
-    if (n.error) {
-      panel.appendChild(el("h3", {}, "Error"));
-      panel.appendChild(el("pre", {class: "error", id: "node-error"}, n.error));
-    }
-    panel.appendChild(el("h3", {}, "Code"));
-    panel.appendChild(el("pre", {id: "node-code"}, n.code || "(no code)"));
-    if (n.stdout) {
-      panel.appendChild(el("h3", {}, "Printed (analysis findings)"));
-      panel.appendChild(el("pre", {id: "node-stdout"}, n.stdout));
-    }
-    if (n.stderr) {
-      const d = el("details");
-      d.appendChild(el("summary", {}, "stderr (tail)"));
-      d.appendChild(el("pre", {class: "error"}, n.stderr));
-      panel.appendChild(d);
-    }
-  }
-  window.treeml = {show: show, data: data};
-})();
-"""
+def _asset(name: str) -> str:
+    """A file of tree.html's page (the page, its CSS and its script), shipped with the package."""
+    return resources.files("engine").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
 
 
 # --- plots ------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from engine.folds import Folds
 from engine.task import PreparedTask, load_task, save_task
-from fileio import replacing, write_atomic
+from fileio import replacing, replacing_dir, write_atomic
 from search.errors import StoreError
 from search.node import LONG_TEXT_FIELDS, Node, Operator
 from search.policy import Proposal
@@ -202,14 +202,9 @@ class RunStore:
     def write_predictions(self, node_id: str, valid_csv: bytes, test_csv: bytes) -> None:
         """Keep a scored node's held-out (out-of-fold) and test predictions (written, then
         renamed)."""
-        staging = self.root / "preds" / f".{node_id}.tmp"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        for split, data in (("valid", valid_csv), ("test", test_csv)):
-            (staging / f"{split}.csv.gz").write_bytes(gzip.compress(data, mtime=0))
-        final = self.root / "preds" / node_id
-        shutil.rmtree(final, ignore_errors=True)
-        staging.rename(final)
+        with replacing_dir(self.root / "preds" / node_id) as staging:
+            for split, data in (("valid", valid_csv), ("test", test_csv)):
+                (staging / f"{split}.csv.gz").write_bytes(gzip.compress(data, mtime=0))
 
     def read_predictions(self, node_id: str, split: str) -> bytes | None:
         """A node's kept submission for `split`; None for a node stored without one (failed,
@@ -224,20 +219,16 @@ class RunStore:
 
     def write_best(self, node: Node, valid_csv: bytes | None, test_csv: bytes | None) -> None:
         """Keep the current best solution runnable on its own: code plus its predictions."""
-        best = self.root / "best"
-        staging = self.root / ".best.tmp"
-        shutil.rmtree(staging, ignore_errors=True)
-        (staging / "submission").mkdir(parents=True)
-        (staging / "solution.py").write_text(node.code)
-        for name, data in (("valid.csv", valid_csv), ("test.csv", test_csv)):
-            if data is not None:
-                (staging / "submission" / name).write_bytes(data)
-        _write_json(staging / "node.json", {
-            "node_id": node.node_id, "operator": node.operator.value, "step": node.step,
-            "metric_raw": node.metric_raw, "plan": node.plan,
-        })
-        shutil.rmtree(best, ignore_errors=True)
-        staging.rename(best)
+        with replacing_dir(self.root / "best") as staging:
+            (staging / "submission").mkdir()
+            (staging / "solution.py").write_text(node.code)
+            for name, data in (("valid.csv", valid_csv), ("test.csv", test_csv)):
+                if data is not None:
+                    (staging / "submission" / name).write_bytes(data)
+            _write_json(staging / "node.json", {
+                "node_id": node.node_id, "operator": node.operator.value, "step": node.step,
+                "metric_raw": node.metric_raw, "plan": node.plan,
+            })
 
     def read_best(self, split: str) -> bytes | None:
         """The answer's submission for `split`, as `write_best` kept it; None when absent."""

@@ -10,17 +10,22 @@ failure the temporary is removed and the error propagates.
 A package of its own, below every other: it is I/O, so it cannot live in `search/` (pure), yet
 `engine/`, `actors/` and the benchmarks all write files this way, and imports only flow down.
 It imports nothing of ours.
+
+A folder written as a whole (`good/`, `best/`, its `model/`, a node's kept predictions, an
+exported bundle) is staged the same way: `replacing_dir` yields a hidden staging folder and
+renames it over the old one.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["replacing", "write_atomic"]
+__all__ = ["replacing", "replacing_dir", "write_atomic"]
 
 
 @contextmanager
@@ -48,3 +53,21 @@ def write_atomic(target: Path, data: bytes | str) -> None:
     payload = data.encode("utf-8") if isinstance(data, str) else data
     with replacing(target) as tmp:
         tmp.write_bytes(payload)
+
+
+@contextmanager
+def replacing_dir(target: Path) -> Iterator[Path]:
+    """Yield an empty hidden staging folder beside `target` (`.<name>.tmp`, left over from a
+    crash or not); on a clean exit the old `target` is removed and the staging folder renamed
+    into its place, on an error the staging folder is removed. A reader may find no `target`
+    for the moment between the two, never a half-written one."""
+    staging = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        yield staging
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -152,17 +152,17 @@ def test_plan_is_seed_major_then_fold_major_with_baselines_first() -> None:
 
 def test_outer_folds_cover_every_row_once_and_stratify() -> None:
     target = ["a"] * 30 + ["b"] * 10 + ["c"] * 5
-    folds = outer_folds(target, classes=True, folds=5, seed=3)
+    folds = outer_folds(target, task_type="multiclass", folds=5, seed=3)
     assert sorted(i for f in folds for i in f.tolist()) == list(range(45))
     for fold in folds:  # each test part holds the classes in the data's proportions
         labels = [target[i] for i in fold]
         assert (labels.count("a"), labels.count("b"), labels.count("c")) == (6, 2, 1)
-    again = outer_folds(target, classes=True, folds=5, seed=3)
+    again = outer_folds(target, task_type="multiclass", folds=5, seed=3)
     assert all((a == b).all() for a, b in zip(folds, again, strict=True))
-    other = outer_folds(target, classes=True, folds=5, seed=4)
+    other = outer_folds(target, task_type="multiclass", folds=5, seed=4)
     assert any((a != b).any() for a, b in zip(folds, other, strict=True))
     with pytest.raises(UserError, match="bad --outer-folds"):
-        outer_folds(["1", "2"], classes=False, folds=3, seed=0)
+        outer_folds(["1", "2"], task_type="regression", folds=3, seed=0)
 
 
 def _settings(**changes: object) -> Settings:

@@ -1,5 +1,5 @@
 """The atomic write: the content lands whole, no temporary is left, and a write that fails
-leaves the old file as it was."""
+leaves the old file as it was; the same for a folder written whole."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fileio import replacing, write_atomic
+from fileio import replacing, replacing_dir, write_atomic
 
 
 def test_writes_bytes_and_text_and_leaves_only_the_target(tmp_path: Path) -> None:
@@ -64,3 +64,27 @@ def test_write_atomic_failing_mid_write_keeps_the_old_file(
         write_atomic(target, "new page")
     assert target.read_text() == "old page"
     assert [p.name for p in tmp_path.iterdir()] == ["tree.html"]
+
+
+def test_a_folder_is_replaced_whole(tmp_path: Path) -> None:
+    best = tmp_path / "best"
+    (best / "submission").mkdir(parents=True)
+    (best / "submission" / "old.csv").write_text("old")
+    (tmp_path / ".best.tmp").mkdir()  # left by a crash mid-write
+    (tmp_path / ".best.tmp" / "torn.py").write_text("half")
+    with replacing_dir(best) as staging:
+        assert list(staging.iterdir()) == [], "a stale staging folder is cleared first"
+        (staging / "solution.py").write_text("new")
+    assert [p.name for p in best.iterdir()] == ["solution.py"]
+    assert [p.name for p in tmp_path.iterdir()] == ["best"]
+
+
+def test_a_failed_folder_write_keeps_the_old_folder(tmp_path: Path) -> None:
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "1-a").write_text("kept")
+    with pytest.raises(OSError, match="No space left"), replacing_dir(good) as staging:
+        (staging / "1-b").write_text("half")
+        raise OSError(28, "No space left on device")
+    assert [p.name for p in good.iterdir()] == ["1-a"]
+    assert [p.name for p in tmp_path.iterdir()] == ["good"]
