@@ -107,6 +107,7 @@ def fit_predict_reply(estimator: str) -> str:
 
 
 @pytest.mark.slow  # whole searches, over 20 s: the slow step
+@pytest.mark.timing  # portfolio nodes must run within the node budget's wall time
 def test_ensembles_run_in_the_loop_and_the_run_uses_its_whole_node_budget(
         tmp_path: Path) -> None:
     """Regression: an engine-written job queued while nothing else was in flight used to end

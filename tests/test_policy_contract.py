@@ -168,6 +168,7 @@ def test_all_buggy_and_empty_journals(name: str) -> None:
     assert all(p.parent_id is None for p in empty)
 
 
+@pytest.mark.timing  # a wall-clock bound: alone, not beside parallel workers
 @pytest.mark.parametrize("name", POLICIES)
 def test_propose_is_fast_on_10k_nodes(name: str, big_journal: Journal) -> None:
     policy = make_policy(name, seed=0)

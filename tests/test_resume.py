@@ -114,6 +114,7 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # whole searches, over 20 s: the slow step
+@pytest.mark.timing  # selection and saving must end within 60 s of Ctrl-C
 def test_ctrl_c_stops_gracefully(tmp_path: Path) -> None:
     task = resume_task(tmp_path, 0.4, 40)
     out = tmp_path / "runs"

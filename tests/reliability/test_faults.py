@@ -27,6 +27,10 @@ from tests.reliability._rig import (
     write_replies,
 )
 
+# Faults are injected at moments of a live run (mid-generation, mid-execution): other work on
+# the cores moves those moments.
+pytestmark = pytest.mark.timing
+
 
 @pytest.fixture(scope="module")
 def task(tmp_path_factory: pytest.TempPathFactory) -> PreparedTask:
