@@ -32,7 +32,6 @@ from engine.config import RunConfig, merge, parse_budget
 from engine.predict import Answer
 from engine.runs import StoredRun, open_run
 from engine.scoring import class_probabilities
-from engine.search_run import SearchRun
 from search.errors import UserError
 
 _OPTIONS = {f.name for f in fields(RunConfig)} - {"data", "target", "budget"}
@@ -56,6 +55,9 @@ def fit(data: str | Path | pd.DataFrame, target: str, budget: str | float = "10m
         data = path
     config = merge(RunConfig(), {"data": Path(data), "target": target,
                                  "budget": parse_budget(budget), **options}).validate()
+    # Here, not at the top: the run object brings Ray, which load() and predict() never need.
+    from engine.search_run import SearchRun
+
     return Predictor(SearchRun.new(config, Console(soft_wrap=True)).start())
 
 
