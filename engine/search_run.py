@@ -288,7 +288,7 @@ class SearchRun:
         facts["folds"] = (store.load_folds() or make_folds(self.task, 1)).k
         if "test_raw" in selection.get("refit", {}):  # the holdout's answer, refitted on all rows
             facts["best_test"], facts["refit"] = selection["refit"]["test_raw"], True
-        facts["isolation"] = store.manifest().get("isolation", "")
+        facts["isolation"] = manifest.get("isolation", "")  # as read when this start began
         memory_record |= remember_run(self.config, store, self.task, journal, self.console)
         facts["memory"] = memory_record
         store.update_manifest(spent=spent, result=facts, selection=selection,
