@@ -21,6 +21,8 @@ import yaml
 from actors.llm import Routes, parse_routes, parse_spec, routes_from_mapping
 from search.errors import UserError
 from search.metric import METRICS
+from search.node import Operator
+from search.programs import WRITES
 
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
 _UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -89,6 +91,12 @@ class RunConfig:
         "openai:BASE_URL#MODEL (key from OPENAI_API_KEY), scripted:FILE.json (replay, for "
         "tests); or specs routed by operator: 'draft,improve=SPEC1;debug=SPEC2' (an entry "
         "without operators serves the rest)"))
+    llm_writes: str = field(default="auto", metadata=_flag(
+        "what the LLM writes: features (short feature programs, kept only when they make the "
+        "floor's best model better on the same folds), scripts (whole model code: drafts, "
+        "improvements, fixes), both (in turn), or auto (default: features for the embedded "
+        "llama model, both for vllm and openai, scripts for scripted replays)",
+        choices=("auto", *WRITES)))
     llm_replicas: int = field(default=1, metadata=_flag(
         "LLM actors (model copies) per spec (default 1)"))
     # Requests one LLM actor serves at once; None: the backend's own (llama 1, vllm 32, ...).
@@ -167,6 +175,19 @@ class RunConfig:
     debug_prob: float = 0.5
     max_debug_depth: int = 3
 
+    @property
+    def writes(self) -> str:
+        """What the LLM writes (`llm_writes`, auto resolved by the backend serving feature
+        programs: a small embedded model does well with narrow actions, and poorly with whole
+        scripts). A program is paired with a configuration of the floor or the baseline root:
+        with neither, auto means scripts."""
+        if self.llm_writes != "auto":
+            return self.llm_writes
+        if not (self.floor or self.baseline):
+            return "scripts"
+        kind = parse_spec(self.routes.spec_for(Operator.FEATURES))[0]
+        return {"llama": "features", "scripted": "scripts"}.get(kind, "both")
+
     @cached_property
     def routes(self) -> Routes:
         """`llm` parsed, once: the spec serving each operator."""
@@ -205,6 +226,10 @@ class RunConfig:
             raise UserError("bad --exec-timeout: it must be more than zero seconds")
         if self.llm_timeout <= 0:
             raise UserError("bad llm_timeout: it must be more than zero seconds")
+        if self.llm_writes in ("features", "both") and not (self.floor or self.baseline):
+            raise UserError(f"--llm-writes {self.llm_writes} pairs each feature program with "
+                            "the floor's or the baseline root's model: drop --no-floor or "
+                            "--no-baseline, or use --llm-writes scripts")
         from search.policy import available
 
         if self.policy not in available():

@@ -90,7 +90,7 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
         if fitted is not None:
             keep(store.root / "best", fitted)
     cross = cross_fitted_score(task, node, kept_valid, held_out_labels,
-                               plan.fold_of[plan.held_out], seed=config.seed)
+                               plan.groups(config.seed))
     if cross is not None:  # an ensemble: its valid score scored the weights it chose
         record["cross_fitted_raw"] = cross
     journal.choose(winner)

@@ -48,6 +48,11 @@ def fold_count(dev_rows: int, requested: int | None = None) -> int:
     return HOLDOUT
 
 
+# Groups the holdout's valid rows are cut into where a comparison needs several (an
+# ensemble's cross-fitted score, a feature program's gate).
+HOLDOUT_GROUPS = 5
+
+
 @dataclass(frozen=True, eq=False)
 class Folds:
     """`fold_of[r]` is the fold of dev row r; -1 for a row never held out (the train rows of
@@ -68,6 +73,14 @@ class Folds:
 
     def learn_rows(self, fold: int) -> np.ndarray:
         return np.flatnonzero(self.fold_of != fold)
+
+    def groups(self, seed: int = 0) -> np.ndarray:
+        """The group of each held-out row (in `held_out` order) for comparisons that need
+        several: its fold, or on the holdout one of HOLDOUT_GROUPS random groups."""
+        groups = self.fold_of[self.held_out]
+        if len(np.unique(groups)) < 2:
+            groups = np.random.default_rng(seed).permutation(len(groups)) % HOLDOUT_GROUPS
+        return groups
 
     def to_json(self) -> dict[str, Any]:
         return {"k": self.k, "seed": self.seed, "fold_of": self.fold_of.tolist()}

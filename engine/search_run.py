@@ -213,7 +213,7 @@ class SearchRun:
                              # the floor tunes and ensembles: the model is asked for features
                              ideas=idea_pool(config.floor, self.task.has_text_features),
                              cases=recalled.case_ids, recalls=recalls,
-                             case_nodes=config.floor)
+                             case_nodes=config.floor, writes=config.writes)
         for node in self.journal:
             policy.observe(node)
         return policy
@@ -309,6 +309,7 @@ def task_context(task: PreparedTask, seed: int) -> TaskContext:
         preview=task.preview(), target=task.target, task_type=task.task_type,
         metric=task.metric.name, maximize=task.metric.maximize, labels=task.labels,
         needs_proba=task.metric.needs_proba, seed=seed,
+        columns=tuple(str(c) for c in task.train.columns if c != task.target),
     )
 
 

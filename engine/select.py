@@ -44,7 +44,6 @@ Runner = Callable[[str, dict[str, bytes], Limits], ExecResult]
 CONFIDENCE = 0.9  # share of resamples in which a node must beat the one it replaces
 RESAMPLES = 1000
 TOP_K = 5  # distinct prediction sets above the baseline compared against it, best valid first
-HOLDOUT_GROUPS = 5  # groups of the holdout's valid rows for an ensemble's cross-fitted score
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,11 +231,10 @@ def select_confirmed(task: PreparedTask, journal: Journal,
 
 def cross_fitted_score(task: PreparedTask, node: Node,
                        predictions: Callable[[str], bytes | None], truth: pd.Series,
-                       groups: np.ndarray, *, seed: int = 0) -> float | None:
+                       groups: np.ndarray) -> float | None:
     """The raw score of ensemble `node` cross-fitted (engine/blend.py) over the candidates it
-    selected among (its hint): rows in `groups` (the fold of each held-out row; one group, the
-    holdout, is cut into HOLDOUT_GROUPS at random). None when a candidate's kept predictions
-    are missing, or for a node that is not an ensemble."""
+    selected among (its hint): rows in `groups` (`Folds.groups`). None when a candidate's kept
+    predictions are missing, or for a node that is not an ensemble."""
     if not node.operator.traits.combines or not node.hint:
         return None
     try:
@@ -244,8 +242,6 @@ def cross_fitted_score(task: PreparedTask, node: Node,
                       for i in node.hint.split(",")}
     except SubmissionError:
         return None
-    if len(np.unique(groups)) < 2:
-        groups = np.random.default_rng(seed).permutation(len(truth)) % HOLDOUT_GROUPS
     return submission_metric(task, cross_fitted(task, candidates, truth, groups),
                              truth.reset_index(drop=True))
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 
 from engine.blend import ensemble_selection
 from engine.folds import Folds, all_folds_inputs, dev_labels, fold_inputs, make_folds
+from engine.programs import program_gate
 from engine.scoring import (
     HeldOut,
     SubmissionError,
@@ -39,6 +40,7 @@ from engine.scoring import (
 from engine.task import PreparedTask
 from operators.analyst import analysis_findings, next_analysis
 from operators.context import TaskContext
+from operators.features import added_columns
 from operators.flags import implementation_flags
 from operators.harness import model_part
 from operators.kinds import kind_of, repair_prompt
@@ -51,6 +53,7 @@ from search.chat import ChatPrompt, Reply
 from search.journal import Journal
 from search.node import Node, Operator, Status, code_hash
 from search.policy import Proposal
+from search.programs import REJECTED
 
 DEADLINE_ERROR = "stopped at the budget deadline"
 STOPPED_ERROR = "stopped by the user"
@@ -205,6 +208,7 @@ class Step:
         self.completion_tokens = 0
         self.repaired = False
         self.duplicate = False
+        self.gate = ""  # a feature program's comparison with its reference (JSON)
         self.queued_at = 0.0
         self._to_run: tuple[int, ...] = ()  # folds wanted and not handed out yet
         self._handed_out: set[int] = set()  # folds handed out whose run has not ended
@@ -315,6 +319,8 @@ class Step:
         if parsed.problem:
             self._finish(Status.BUGGY, error=parsed.problem)
             return
+        self.code = self.kind.assembled(self.code, self.search.ctx, self.proposal,
+                                        self.search.journal)
         if not self.kind.executes:  # the reply is the result (ideas): nothing runs
             self._finish(Status.OK)
             return
@@ -365,6 +371,8 @@ class Step:
         measured, stdout = split_measurements(first.stdout_tail)
         first = replace(first, stdout_tail=stdout)
         status, error = Status(first.status), first.error
+        if REJECTED in error:  # a feature program's checks on the rows refused it
+            error = error[error.index(REJECTED):]
         predictions, train_raw = None, None
         if not self.operator.traits.scored:
             # Nothing to score: what it printed is the result.
@@ -380,6 +388,8 @@ class Step:
                 learn = self.search.fold_plan.learn_rows(max(runs[0], 0))
                 train_raw = score_train(self.search.task, first.train_csv,
                                         self.search.dev_labels.iloc[learn])
+                if self.operator.traits.program:
+                    self._gate(predictions, added_columns(first.stdout_tail))
         self._finish(status, error=error, result=first, predictions=predictions,
                      train_raw=train_raw, executor=executor, node_ip=node_ip,
                      measured=measured)
@@ -402,6 +412,13 @@ class Step:
                 tests.append(read_submission(task, result.test_csv, "test"))
                 rows.append(part)
         return score_held_out(task, search.dev_labels.iloc[held], valid, rows, tests)
+
+    def _gate(self, predictions: HeldOut, added: tuple[str, ...]) -> None:
+        search, reference = self.search, self.proposal.idea
+        folds = search.fold_plan
+        gate = program_gate(search.task, folds, search.dev_labels.iloc[folds.held_out],
+                            reference, predictions, search.predictions.get(reference), added)
+        self.gate = gate.to_json()
 
     def lose(self, error: str) -> Done:
         """Lost to infrastructure (a dead or hung worker, a failed LLM call)."""
@@ -472,6 +489,9 @@ class Step:
             runs=json.dumps([[fold, r[1], round(r[3], 3), round(r[0].seconds, 3)]
                              for fold, r in sorted(self._results.items())]),
             params=params_json(model_part(self.code)) if self.code else "",
+            feature_set=self.node_id if self.operator.traits.program and self.code
+            else self.proposal.feature_set,
+            gate=self.gate,
         )
         self._done = Done(node, predictions.test_raw if predictions else None, predictions)
         return self._done

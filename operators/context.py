@@ -27,3 +27,4 @@ class TaskContext:
     cases: tuple[Case, ...] = ()
     fixes: tuple[Fix, ...] = ()
     fingerprint: str = ""  # of this task (operators.memory.task_fingerprint)
+    columns: tuple[str, ...] = ()  # the feature columns: what a feature program may name

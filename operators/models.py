@@ -7,9 +7,11 @@ too, so a tuned configuration and an LLM's edit of it read the same way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from operators.context import TaskContext
+from operators.features import programs_block
 from operators.harness import predict_call
 from search.families import FAMILIES
 
@@ -45,16 +47,25 @@ _MODELS = {
 }
 
 
-def model_code(ctx: TaskContext, family: str, params: dict[str, Any]) -> str:
-    """The model part (imports, PARAMS, fit_predict) of `family` with `params`."""
+def model_code(ctx: TaskContext, family: str, params: dict[str, Any],
+               programs: Sequence[str] = (), *, check: bool = False) -> str:
+    """The model part (imports, PARAMS, fit_predict) of `family` with `params`, on the
+    features of the kept feature `programs` applied in order (operators/features.py; `check`:
+    the newest is checked on the training rows first)."""
     if family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r}")
     imports, regressor, classifier = _MODELS[family]
     model = regressor if ctx.task_type == "regression" else classifier
+    features, apply = "", ""
+    if programs:
+        features = programs_block(programs, check=check) + "\n\n"
+        apply = "    X, X_valid, X_test = (with_features(f) for f in (X, X_valid, X_test))\n"
     return (
         f"{imports}\n\n"
+        f"{features}"
         f"PARAMS = {params!r}\n\n\n"
         "def fit_predict(X, y, X_valid, X_test):\n"
+        f"{apply}"
         "    X, X_valid, X_test = prepare(X, X_valid, X_test)\n"
         f"    model = {model}\n"
         "    model.fit(X, y)\n"

@@ -41,6 +41,7 @@ from search.families import FAMILIES, PORTFOLIO, Dimension
 from search.journal import Journal
 from search.node import Node, Operator, Status
 from search.policy import InFlightKey, Proposal
+from search.programs import best_feature_set
 
 # The baseline root's configuration as a point of the lgbm space (LightGBM's defaults; its
 # zero regularisation is the space's floor).
@@ -108,6 +109,29 @@ def configuration(node: Node) -> Proposal:
         return Proposal(node.operator, node.parent_id, node.temperature, family="lgbm",
                         params=tuple(sorted(BASELINE_PARAMS.items())))
     return Proposal.of(node)
+
+
+def reference(journal: Journal, feature_set: str) -> Node | None:
+    """The floor's best configuration on a feature set ("" the columns as they are): what a
+    feature program extending that set is paired with."""
+    return max((n for n in journal.eligible_nodes
+                if n.operator.traits.configured and n.feature_set == feature_set
+                and configuration(n).family in FAMILIES),
+               key=lambda n: (n.metric or 0.0, -n.step), default=None)
+
+
+def program_proposal(journal: Journal, temperature: float,
+                     feature_set: str | None = None) -> Proposal | None:
+    """A feature program extending `feature_set` (default: the best kept one), paired with
+    the floor's best configuration on it; None until a configuration on it has been scored."""
+    if feature_set is None:
+        feature_set = best_feature_set(journal)
+    paired = reference(journal, feature_set)
+    if paired is None:
+        return None
+    config = configuration(paired)
+    return Proposal(Operator.FEATURES, feature_set or None, temperature, idea=paired.node_id,
+                    family=config.family, params=config.params)
 
 
 def study_key(node: Node) -> str | None:

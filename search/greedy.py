@@ -25,13 +25,15 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from search.floor import program_proposal
 from search.ideas import draft_idea, improve_idea
 from search.journal import Journal
 from search.node import Node, Operator
 from search.policy import InFlightKey, Proposal, register
+from search.programs import SCRIPT_STEPS, programs_turn
 
 # Steps whose result may give greedy something to debug or improve.
-LLM_STEPS = frozenset({Operator.DRAFT, Operator.RECALL, Operator.DEBUG, Operator.IMPROVE})
+LLM_STEPS = SCRIPT_STEPS
 
 
 @dataclass
@@ -47,6 +49,7 @@ class GreedyPolicy:
     cases: tuple[str, ...] = ()
     recalls: int | None = None
     case_nodes: bool = False  # the floor runs each case as stored: recall the best here
+    writes: str = "scripts"  # what the LLM writes: search.programs.WRITES
     name: str = "greedy"
 
     def __post_init__(self) -> None:
@@ -69,6 +72,15 @@ class GreedyPolicy:
         """Greedy keeps no state beyond the journal."""
 
     def _one(self, journal: Journal, taken: Mapping[InFlightKey, int]) -> Proposal | None:
+        if self.writes == "features":  # none until the floor has scored a configuration
+            return program_proposal(journal, self.base_temperature)
+        if self.writes == "both" and programs_turn(journal, taken):
+            program = program_proposal(journal, self.base_temperature)
+            if program is not None:
+                return program
+        return self._script(journal, taken)
+
+    def _script(self, journal: Journal, taken: Mapping[InFlightKey, int]) -> Proposal | None:
         drafts_in_flight = taken.get((Operator.DRAFT, None), 0)
         recalls_in_flight = taken.get((Operator.RECALL, None), 0)
         recalled = [n.hint for n in journal.nodes_of(Operator.RECALL) if n.parent_id is None]

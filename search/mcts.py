@@ -28,10 +28,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import islice
 
+from search.floor import program_proposal, reference
 from search.ideas import draft_idea, improve_idea
 from search.journal import Journal
 from search.node import Node, Operator
 from search.policy import InFlightKey, Proposal, register
+from search.programs import kept_programs, programs_turn
 
 ROOT = 0  # index of the virtual root in a _Tree; journal nodes follow from 1
 
@@ -233,6 +235,7 @@ class MCTSPolicy:
     cases: tuple[str, ...] = ()
     recalls: int | None = None
     case_nodes: bool = False
+    writes: str = "scripts"  # what the LLM writes: search.programs.WRITES
     name: str = "mcts"
 
     def __post_init__(self) -> None:
@@ -249,12 +252,41 @@ class MCTSPolicy:
         else:
             index.extend()
         tree = _Tree(index, in_flight, self)
+        taken = dict(in_flight)
         proposals = []
         for _ in range(n):
+            if self.writes == "features" or (self.writes == "both"
+                                             and programs_turn(journal, taken)):
+                program = self._program(journal, taken)
+                if program is not None or self.writes == "features":
+                    if program is None:  # no configuration scored yet: the floor's first
+                        break
+                    taken[program.key] = taken.get(program.key, 0) + 1
+                    proposals.append(program)
+                    continue
             proposal, p = self._select(tree)
             tree.add_in_flight(proposal.operator, p)
+            taken[proposal.key] = taken.get(proposal.key, 0) + 1
             proposals.append(proposal)
         return proposals
+
+    def _program(self, journal: Journal, taken: Mapping[InFlightKey, int]) -> Proposal | None:
+        """A feature program on the feature set UCT picks: the kept sets and the columns as
+        they are, valued by the rank of their score, visited once per program built on them
+        (finished or in flight)."""
+        sets = [("", reference(journal, ""))] + [(n.node_id, n) for n in kept_programs(journal)]
+        scored = [(name, node) for name, node in sets if node is not None]
+        if not scored:
+            return None
+        order = sorted(scored, key=lambda s: s[1].metric or 0.0)
+        value = {name: (rank + 1) / len(order) for rank, (name, _) in enumerate(order)}
+        built = {name: 1 + taken.get((Operator.FEATURES, name or None), 0) + sum(
+            1 for c in journal.nodes_of(Operator.FEATURES) if (c.parent_id or "") == name)
+            for name, _ in scored}
+        total = sum(built.values())
+        chosen = max(value, key=lambda name: (uct(value[name] * built[name], built[name],
+                                                  total, self.exploration), value[name]))
+        return program_proposal(journal, self.base_temperature, chosen)
 
     def observe(self, node: Node) -> None:
         """Nothing to do: statistics are rebuilt from the Journal, the one source of truth."""

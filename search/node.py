@@ -46,6 +46,9 @@ class Operator(StrEnum):
     TUNE = "tune"  # engine-written: an Optuna trial over a model family's hyperparameters
     RECALL = "recall"  # a draft adapting a retrieved case: another task's working code
     CASE = "case"  # engine-written: a retrieved case's code run as stored, no LLM call
+    # An LLM-written feature program (add_features(df) -> df) run with the floor's best
+    # configuration and kept only when it beats that configuration without it (search/programs)
+    FEATURES = "features"
 
     @property
     def traits(self) -> OperatorTraits:
@@ -81,13 +84,16 @@ class OperatorTraits:
     # may tune it around its own PARAMS.
     tunable: bool = False
     run_once: bool = False  # the floor runs each of its proposals once per run
+    # The LLM wrote a feature program, not model code: the engine runs it with a configuration
+    # of its own and gates it (search/programs.py); a failed one is never handed to a debug step.
+    program: bool = False
     hint_form: HintForm = HintForm.IDEA
 
     @property
     def repairable(self) -> bool:
         """A failed node of it may be handed to a debug step (the engine's ensembles and the
         analysis scripts never are)."""
-        return self.scored and not self.combines
+        return self.scored and not self.combines and not self.program
 
 
 TRAITS: dict[Operator, OperatorTraits] = {
@@ -107,6 +113,9 @@ TRAITS: dict[Operator, OperatorTraits] = {
                                   hint_form=HintForm.CONFIGURATION),
     Operator.RECALL: OperatorTraits(draft=True, tunable=True),
     Operator.CASE: OperatorTraits(engine_written=True, tunable=True, run_once=True),
+    # Its configuration (hint) is the reference node's: name = that node's id.
+    Operator.FEATURES: OperatorTraits(configured=True, program=True,
+                                      hint_form=HintForm.CONFIGURATION),
 }
 
 
@@ -170,6 +179,12 @@ class Node:
     # JSON of the literal PARAMS dict of its model code ("" when it has none): what the
     # engine's Optuna trials of this node vary (search/floor.py)
     params: str = ""
+    # The kept feature program (a `features` node's id) whose chain of programs this node's code
+    # applies to every frame before its model; a features node names itself. "" for none.
+    feature_set: str = ""
+    # A features node's gate (search/programs.Gate as JSON): the reference it was paired with,
+    # the gain on each group of held-out rows, kept or not and why. "" for any other node.
+    gate: str = ""
 
     @property
     def is_ok(self) -> bool:

@@ -36,6 +36,9 @@ class Proposal:
     insights: tuple[str, ...] = ()  # sela rollout: those insights' texts
     family: str = ""  # portfolio, tune: the model family (search.families)
     params: tuple[tuple[str, Any], ...] = ()  # portfolio, tune: its hyperparameters
+    # portfolio, tune: the kept feature program whose chain the model trains on ("" none);
+    # features: the name (`idea`) is the reference node the program is paired with
+    feature_set: str = ""
 
     @property
     def param_dict(self) -> dict[str, Any]:
@@ -56,8 +59,10 @@ class Proposal:
                 return json.dumps({"path": list(self.path), "insights": list(self.insights)},
                                   ensure_ascii=False)
             case HintForm.CONFIGURATION:
-                return json.dumps({"name": self.idea, "family": self.family,
-                                   "params": self.param_dict})
+                data = {"name": self.idea, "family": self.family, "params": self.param_dict}
+                if self.feature_set:
+                    data["features"] = self.feature_set
+                return json.dumps(data)
         return self.idea
 
     @classmethod
@@ -79,7 +84,8 @@ class Proposal:
                     data = json.loads(hint)
                     return cls(operator, parent_id, temperature, idea=str(data.get("name", "")),
                                family=str(data["family"]),
-                               params=tuple(sorted(dict(data["params"]).items())))
+                               params=tuple(sorted(dict(data["params"]).items())),
+                               feature_set=str(data.get("features", "")))
                 except (ValueError, TypeError, KeyError, AttributeError):
                     return cls(operator, parent_id, temperature)
         return cls(operator, parent_id, temperature, idea=hint)

@@ -268,6 +268,7 @@ class SelaPolicy:
     cases: tuple[str, ...] = ()
     recalls: int | None = None
     case_nodes: bool = False
+    writes: str = "scripts"  # accepted like num_drafts: a SELA rollout is a whole script
     name: str = "sela"
 
     def __post_init__(self) -> None:

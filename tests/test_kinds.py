@@ -28,9 +28,9 @@ def test_every_operator_has_a_registered_module_and_traits() -> None:
 
 
 def test_an_unknown_operator_name_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match=r"no operator module registered for 'features'; "
+    with pytest.raises(ValueError, match=r"no operator module registered for 'stacking'; "
                                          r"registered: analyze, baseline, case, debug"):
-        kind_of("features")
+        kind_of("stacking")
 
 
 def test_engine_written_kinds_write_code_and_the_others_ask_the_llm() -> None:

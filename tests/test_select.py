@@ -17,6 +17,7 @@ from rich.console import Console
 
 from engine.config import RunConfig
 from engine.final import select_final
+from engine.folds import make_folds
 from engine.runs import apply_selection
 from engine.scoring import read_submission, submission_metric
 from engine.select import (
@@ -156,9 +157,11 @@ def test_an_ensemble_answer_is_also_scored_cross_fitted(task: PreparedTask) -> N
                               np.zeros(len(truth), dtype=int)) is None
     blend = replace(journal.get("blend"), hint="good,base")
     # `good` is right on a superset of `base`'s rows: whatever rows choose the weights, `good`
-    # alone is chosen, so the cross-fitted score is its score; the holdout (one group) is cut
+    # alone is chosen, so the cross-fitted score is its score; the holdout (one fold) is cut
     # into groups at random.
-    for groups in (np.zeros(len(truth), dtype=int), np.arange(len(truth)) % 5):
+    holdout = make_folds(task, 1).groups()
+    assert len(holdout) == len(truth) and len(np.unique(holdout)) == 5
+    for groups in (holdout, np.arange(len(truth)) % 5):
         assert cross_fitted_score(task, blend, files.get, truth, groups) == pytest.approx(0.8)
     missing = replace(blend, hint="good,gone")
     assert cross_fitted_score(task, missing, files.get, truth, np.arange(len(truth)) % 5) is None

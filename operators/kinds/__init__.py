@@ -6,7 +6,8 @@
 - `draft`, `improve`, `debug`, `reflect`: the search's expansions and the reflection call
   before them; `cases`: a retrieved case run as stored (`case`) and its adaptation
   (`recall`); `insights`, `rollout`: SELA's two operators; `analyze`: the data analyst.
-- `baseline`, `portfolio`, `tune`, `ensemble`: the engine's own code.
+- `baseline`, `portfolio`, `tune`, `ensemble`: the engine's own code; `features`: an
+  LLM-written feature program run under the floor's best configuration and gated.
 
 Adding an operator is adding its value to `search.node.Operator` with its traits, and one
 module here that registers its kind (and is imported below).
@@ -19,6 +20,7 @@ from operators.kinds import (  # noqa: F401  importing registers each kind
     debug,
     draft,
     ensemble,
+    features,
     improve,
     insights,
     portfolio,

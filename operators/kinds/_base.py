@@ -58,6 +58,12 @@ class OperatorKind:
         """A reply as plan and code, or the problem a re-ask shows."""
         return parse_reply(text, ctx)
 
+    def assembled(self, code: str, ctx: TaskContext, proposal: Proposal,
+                  journal: Journal) -> str:
+        """The node's code from the code a reply gave (read and checked): as it is, unless the
+        engine writes the script around it."""
+        return code
+
     def engine_code(self, ctx: TaskContext, proposal: Proposal, journal: Journal) -> EngineCode:
         raise ValueError(f"operator {self.operator} is not engine-written")
 

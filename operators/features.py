@@ -1,0 +1,267 @@
+"""Feature programs as text: the checks a program passes before it runs, and the code that
+applies a chain of kept programs to every frame before the engine's model sees it.
+
+A program is one function, `add_features(df) -> df`, written by the LLM: it gets the feature
+columns of some rows (never the target) and returns them with a few columns added or retyped,
+each from the row's own values. Two kinds of check stand between it and a kept feature set:
+
+- here, on its text, before it costs a run: it parses; it imports only numpy, pandas, math, re
+  and datetime; it names no file, module or interpreter internals (`open`, `read_csv`, `os`,
+  `__class__`, ...), so that it cannot read the training labels, the test rows or a label file
+  even inside a process that holds them; it names only columns the rows have or it creates;
+  it never names the target.
+- in the sandbox, on the rows, before any model is fitted (`check_program` in the script): it
+  returns a DataFrame with every row in order, adds or changes at least one column, floods no
+  column with missing values, and computes each row from that row alone (the rows in two halves
+  give the same columns), so that a deployed model computes a row the same way alone.
+
+The sandbox stays the boundary: the text checks keep a kept program honest inside the engine's
+own all-folds runs, where every dev label is in the process.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Sequence
+
+from search.programs import REJECTED
+
+FUNCTION = "add_features"
+ALLOWED_IMPORTS = frozenset({"numpy", "pandas", "math", "re", "datetime"})
+_FORBIDDEN_NAMES = frozenset({
+    "open", "eval", "exec", "compile", "__import__", "globals", "locals", "vars", "getattr",
+    "setattr", "delattr", "input", "breakpoint", "exit", "quit", "memoryview", "help", "os",
+    "sys", "subprocess", "pathlib", "Path", "io", "glob", "shutil", "pickle", "importlib",
+})
+# pandas / numpy calls that read or write files (to_numeric, to_datetime, to_timedelta: fine)
+_FILE_ATTRIBUTES = re.compile(
+    r"^(read_\w+|to_(csv|pickle|parquet|json|excel|sql|hdf|feather|stata|html|latex|xml|"
+    r"markdown|clipboard|orc)|load\w*|save\w*|loadtxt|genfromtxt|fromfile|fromregex|"
+    r"tofile|memmap|ctypeslib|system|popen)$")
+MAX_COLUMNS = 10  # a program adds a few columns; more is a sign of a loop over every column
+MAX_MISSING = 0.5  # share of rows a new column may leave missing (NaN, or inf turned NaN)
+# The sandboxed script prints this line with the columns the program added or changed.
+REPORT = "__treeml_features__"
+
+
+def program_source(text: str) -> str:
+    """The program in a reply: its ```python block (the last holding add_features), else the
+    whole reply."""
+    blocks = re.findall(r"```(?:python|py)?\s*\n(.*?)```", text, flags=re.S)
+    with_function = [b for b in blocks if f"def {FUNCTION}" in b]
+    if with_function:
+        return with_function[-1].strip() + "\n"
+    if blocks:
+        return blocks[-1].strip() + "\n"
+    return text.strip() + "\n"
+
+
+def check_program(source: str, columns: Sequence[str], target: str) -> str:
+    """Why the program text is refused, in one line ("" when it passes)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return f"it does not parse: {exc.msg} (line {exc.lineno})"
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    if not any(f.name == FUNCTION for f in functions):
+        return f"it defines no {FUNCTION}(df) function"
+    for statement in tree.body:
+        if not isinstance(statement, ast.Import | ast.ImportFrom | ast.FunctionDef) and not (
+                isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)):
+            return ("only imports and functions may sit at the top level "
+                    f"(line {statement.lineno})")
+    assigned = assigned_columns(tree)
+    known = set(columns) | assigned
+    for node in ast.walk(tree):
+        problem = _refused(node, target)
+        if problem:
+            return problem
+        for name in _read_columns(node):
+            if name == target:
+                return f"it reads the target column {target!r}, which a program never gets"
+            if name not in known:
+                return f"it names a column {name!r} that the rows do not have"
+    if target in assigned:
+        return f"it writes the target column {target!r}"
+    return ""
+
+
+def _refused(node: ast.AST, target: str) -> str:
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                   else [node.module or ""])
+        for module in modules:
+            if module.split(".")[0] not in ALLOWED_IMPORTS:
+                return (f"it imports {module!r}; a program may import only "
+                        f"{', '.join(sorted(ALLOWED_IMPORTS))}")
+    if isinstance(node, ast.Name) and (node.id in _FORBIDDEN_NAMES or node.id.startswith("__")):
+        return f"it uses {node.id!r}: a program computes from the rows it is given, nothing else"
+    if isinstance(node, ast.Attribute):
+        if node.attr.startswith("_"):
+            return f"it uses the private attribute {node.attr!r}"
+        if _FILE_ATTRIBUTES.match(node.attr):
+            return f"it calls {node.attr!r}: a program reads and writes no files"
+    if isinstance(node, ast.Constant) and node.value == target and isinstance(node.value, str):
+        return f"it names the target column {target!r}, which a program never gets"
+    return ""
+
+
+def _subscript_names(node: ast.Subscript) -> list[str]:
+    index = node.slice
+    items = index.elts if isinstance(index, ast.List | ast.Tuple) else [index]
+    return [i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+
+
+def assigned_columns(tree: ast.AST) -> set[str]:
+    """Columns the program creates: `df['new'] = ...`, `df.assign(new=...)`,
+    `df.rename(columns={...: 'new'})` (their names may be read afterwards)."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            out.update(_subscript_names(node))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            out.update(k.arg for k in node.keywords if node.func.attr == "assign" and k.arg)
+            for keyword in node.keywords:
+                if keyword.arg == "columns" and isinstance(keyword.value, ast.Dict):
+                    out.update(v.value for v in keyword.value.values
+                               if isinstance(v, ast.Constant) and isinstance(v.value, str))
+    return out
+
+
+def _read_columns(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+        value = node.value
+        # df["a"], df[["a", "b"]], df.loc[:, "a"] read columns; a string index of anything
+        # else (a dict, a regex match) is not a column
+        if isinstance(value, ast.Name):
+            return _subscript_names(node)
+    return []
+
+
+# Applies the chain; a member of an ensemble runs this in its own namespace, with np and pd.
+_APPLY = '''
+
+def with_features(frame):
+    """The frame with the kept feature programs applied in order (each written by the LLM
+    and kept by the engine only when it made this model better on the same held-out rows)."""
+    return apply_programs(frame, FEATURE_PROGRAMS)
+
+
+def apply_programs(frame, programs):
+    import datetime
+    import math
+    import re
+
+    for source in programs:
+        scope = {"np": np, "pd": pd, "math": math, "re": re, "datetime": datetime}
+        exec(compile(source, "feature program", "exec"), scope)
+        frame = scope["add_features"](frame.copy())
+        if isinstance(frame, pd.DataFrame):
+            frame = frame.replace([np.inf, -np.inf], np.nan)
+    return frame
+'''
+
+# Run once on the training rows before any model is fitted: the newest program's checks.
+_CHECK = '''
+
+class FeatureProgramRejected(Exception):
+    pass
+
+
+def check_program(frame, target):
+    """Refuse the newest program before any model is fitted (operators/features.py)."""
+    import json
+
+    def refuse(why):
+        raise FeatureProgramRejected(__REJECTED__ + " " + why)
+
+    base = apply_programs(frame, FEATURE_PROGRAMS[:-1])
+    try:
+        out = apply_programs(base, FEATURE_PROGRAMS[-1:])
+    except KeyError as exc:
+        if target in str(exc):
+            refuse(f"it reads the target column {target!r}")
+        refuse(f"it names a column the rows do not have: {exc}")
+    except Exception as exc:
+        refuse(f"it raised {type(exc).__name__}: {str(exc)[:200]}")
+    if not isinstance(out, pd.DataFrame):
+        refuse(f"add_features returned {type(out).__name__}, not the DataFrame")
+    if len(out) != len(base) or not out.index.equals(base.index):
+        refuse(f"it returned {len(out)} rows for {len(base)}: keep every row, in order")
+    if target in out.columns:
+        refuse(f"it adds the target column {target!r}")
+    changed = [c for c in out.columns
+               if c not in base.columns or not out[c].equals(base[c])]
+    if not changed:
+        refuse("it adds or changes no column")
+    if len(changed) > __MAX_COLUMNS__:
+        refuse(f"it adds or changes {len(changed)} columns; at most __MAX_COLUMNS__")
+    for col in changed:
+        before = base[col].isna().mean() if col in base.columns else 0.0
+        missing = out[col].isna().mean() - before
+        if missing > __MAX_MISSING__:
+            refuse(f"column {col!r} is missing (NaN or inf) on {missing:.0%} of the rows")
+    half = len(base) // 2
+    if half:
+        parts = pd.concat([apply_programs(base.iloc[:half], FEATURE_PROGRAMS[-1:]),
+                           apply_programs(base.iloc[half:], FEATURE_PROGRAMS[-1:])])
+        for col in changed:
+            a, b = out[col], parts[col] if col in parts.columns else None
+            same = b is not None and (a.equals(b) or (
+                a.dtype.kind in "fiu" and b.dtype.kind in "fiu"
+                and np.allclose(a.to_numpy(float), b.to_numpy(float), equal_nan=True)))
+            if not same:
+                refuse(f"column {col!r} of a row depends on the other rows (a mean, a rank, a "
+                       "shift over the frame): compute each row from its own values")
+    print(__REPORT__ + " " + json.dumps({"added": [str(c) for c in changed]}))
+
+
+check_program(X, TARGET)
+'''
+
+
+def programs_block(programs: Sequence[str], *, check: bool = False) -> str:
+    """Model-part code defining FEATURE_PROGRAMS and `with_features(frame)`; with `check`, it
+    also checks the newest program on the training rows (`X`) before anything else runs,
+    raising an error whose message begins with search.programs.REJECTED."""
+    listing = "[\n" + "".join(f"    {p!r},\n" for p in programs) + "]"
+    code = f"FEATURE_PROGRAMS = {listing}\n" + _APPLY
+    if check:
+        code += (_CHECK.replace("__REJECTED__", repr(REJECTED))
+                 .replace("__MAX_COLUMNS__", str(MAX_COLUMNS))
+                 .replace("__MAX_MISSING__", repr(MAX_MISSING))
+                 .replace("__REPORT__", repr(REPORT)))
+    return code
+
+
+def feature_programs(code: str) -> list[str]:
+    """The chain of programs a node's code applies (its FEATURE_PROGRAMS), [] for none."""
+    if "FEATURE_PROGRAMS = " not in code:
+        return []
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    for statement in tree.body:
+        if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)
+                and statement.targets[0].id == "FEATURE_PROGRAMS"):
+            try:
+                value = ast.literal_eval(statement.value)
+            except ValueError:
+                return []
+            return [str(p) for p in value] if isinstance(value, list) else []
+    return []
+
+
+def added_columns(stdout: str) -> tuple[str, ...]:
+    """The columns the sandboxed check reported the program added or changed."""
+    for line in stdout.splitlines():
+        if line.startswith(REPORT + " "):
+            try:
+                return tuple(str(c) for c in json.loads(line[len(REPORT) + 1:])["added"])
+            except (ValueError, KeyError, TypeError):
+                return ()
+    return ()

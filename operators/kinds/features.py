@@ -1,0 +1,114 @@
+"""The feature-program step (`features`): the LLM writes one short `add_features(df)`; the engine
+checks its text, then runs it under the floor's best configuration (the reference) on the chain
+of programs kept under it, and the step compares that with the reference on the same rows.
+
+A narrow action on purpose: a 1.5B model writes a whole working script rarely, and a few lines
+of pandas often; the engine does the tuning. The prompt's stable part (task, what a program is)
+comes first and is the same for every program of a run; what changes (the programs already
+tried, with their gains or the reason they were refused) comes last and is short.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from operators.context import TaskContext
+from operators.features import (
+    FUNCTION,
+    assigned_columns,
+    check_program,
+    feature_programs,
+    program_source,
+)
+from operators.harness import assemble
+from operators.kinds._base import FloorKind, register
+from operators.models import model_code
+from operators.replies import Parsed, one_line
+from search.chat import ChatPrompt
+from search.journal import Journal
+from search.node import Operator, Status
+from search.policy import Proposal
+from search.programs import REJECTED, gate_of
+
+MAX_TOKENS = 320  # a program is 5 to 15 lines; the cap ends a rambling reply early
+TRIED_SHOWN = 8  # the latest programs the prompt lists with their outcome
+
+SYSTEM = ("You are a data scientist who writes short pandas feature-engineering functions. "
+          "Reply with one ```python code block and nothing else.")
+
+_JOB = f"""# What you write
+One function `{FUNCTION}(df)`. df holds the feature columns above for some rows (never the
+target). Return df with 1 to 3 new columns, each computed from a row's own values: a ratio,
+difference or product of related numbers, a sum of parts, date parts (year, month, weekday),
+the length of a text or a number parsed from it. Choose columns whose names suggest a
+relation that helps predict the target. Rules: use only pd, np, math and re; read no files;
+never use other rows (no mean, rank, groupby, shift or cumsum over the frame); guard
+divisions (np.where or + 1e-9); never repeat a column already tried.
+```python
+def {FUNCTION}(df):
+    df["new_column"] = ...
+    return df
+```
+"""
+
+ASK_AGAIN = f"Reply again with one ```python block defining {FUNCTION}(df)."
+
+
+def _tried(journal: Journal) -> str:
+    """The latest programs with what became of each: what the model should not repeat."""
+    lines = []
+    programs = [n for n in journal.nodes_of(Operator.FEATURES) if n.status is not Status.LOST]
+    for node in sorted(programs, key=lambda n: n.step)[-TRIED_SHOWN:]:
+        gate = gate_of(node)
+        if gate is not None:
+            added = ", ".join(gate.added) or "?"
+            outcome = "kept" if gate.kept else "not kept"
+            lines.append(f"- {outcome} (gain {gate.mean_gain:+.3g}): added {added}")
+        elif node.error.startswith(REJECTED):
+            lines.append(f"- refused: {one_line(node.error.removeprefix(REJECTED))[:120]}")
+        elif node.error:
+            lines.append(f"- failed: {one_line(node.error)[:120]}")
+    return "# Programs already tried (do not repeat them)\n" + "\n".join(lines) + "\n\n" \
+        if lines else ""
+
+
+def _current(journal: Journal, parent_id: str | None) -> str:
+    if parent_id is None:
+        return "# The model now gets the feature columns above, as they are.\n"
+    gate = gate_of(journal.get(parent_id))
+    added = ", ".join(gate.added) if gate else ""
+    return ("# The model now also gets the columns kept programs added: "
+            f"{added or 'see above'}. Build on them.\n")
+
+
+@register
+class Features(FloorKind):
+    operator = Operator.FEATURES
+    repair_ask = ASK_AGAIN
+
+    def prompt(self, ctx: TaskContext, proposal: Proposal, journal: Journal,
+               reflection: str = "") -> ChatPrompt:
+        stable = f"# Task\n{ctx.preview.strip()}\n\n{_JOB}"
+        tail = _tried(journal) + _current(journal, proposal.parent_id) + "Write the function."
+        return ChatPrompt(
+            messages=[{"role": "system", "content": SYSTEM},
+                      {"role": "user", "content": stable + "\n" + tail}],
+            max_tokens=MAX_TOKENS, temperature=proposal.temperature, seed=ctx.seed,
+            tag=self.operator.value)
+
+    def read(self, text: str, ctx: TaskContext) -> Parsed:
+        source = program_source(text)
+        problem = check_program(source, ctx.columns, ctx.target)
+        if problem:
+            return Parsed("", source, f"{REJECTED} {problem}")
+        added = sorted(assigned_columns(ast.parse(source)))
+        return Parsed(f"feature program adding {', '.join(added) or 'columns'}", source, "")
+
+    def assembled(self, code: str, ctx: TaskContext, proposal: Proposal,
+                  journal: Journal) -> str:
+        """The reference configuration on the parent's chain of programs plus this one,
+        checked on the training rows before the model is fitted."""
+        chain = feature_programs(journal.get(proposal.parent_id).code) \
+            if proposal.parent_id else []
+        return assemble(ctx, model_code(ctx, proposal.family, proposal.param_dict,
+                                        [*chain, code], check=True))

@@ -1,0 +1,142 @@
+"""Feature programs in the search: the gate's record on a node, the rule that keeps a program,
+and what a report counts of them.
+
+A feature program is one LLM-written function, `add_features(df) -> df`, that adds columns from
+a row's own columns. The engine runs the floor's best configuration with it (on the chain of
+programs already kept under it) and compares that with the same configuration without it on the
+same held-out rows: the gain on each group of rows (the run's folds; on the holdout, fixed
+random groups of the valid rows) decides, by one rule (`keep_rule`), whether it is kept. A kept
+program is a feature set: the floor trains on it from then on, and later programs build on it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+from search.journal import Journal
+from search.node import Node, Operator, Status
+
+InFlight = Mapping[tuple[Operator, str | None], int]  # search.policy.InFlightKey -> count
+
+# A program must be better on at least this share of the groups (rounded up), and better on
+# average. With 5 folds that is 4 of 5: a program that changes nothing passes by chance about
+# one time in six (3 of 5 would pass it about half the time).
+MAJORITY = 0.75
+# What a program rejected before any model ran says first (its node is buggy, its error this).
+REJECTED = "feature program rejected:"
+# What the LLM writes (RunConfig.llm_writes, resolved): feature programs, whole model code
+# (drafts, improvements, fixes: SCRIPT_STEPS), or both in turn.
+WRITES = ("features", "scripts", "both")
+SCRIPT_STEPS = frozenset({Operator.DRAFT, Operator.RECALL, Operator.DEBUG, Operator.IMPROVE})
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """A features node's comparison with its reference (the same configuration without the
+    program, on the same rows); gains are in the normalised metric (higher is better)."""
+
+    reference: str  # the node paired with: same model, same rows, without this program
+    gains: tuple[float, ...]  # with minus without, per group of held-out rows
+    kept: bool
+    reason: str
+    added: tuple[str, ...] = ()  # the columns the program added (or changed)
+
+    @property
+    def mean_gain(self) -> float:
+        return sum(self.gains) / len(self.gains) if self.gains else 0.0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Gate | None:
+        try:
+            data = json.loads(text)
+            return cls(str(data["reference"]), tuple(float(g) for g in data["gains"]),
+                       bool(data["kept"]), str(data["reason"]),
+                       tuple(str(c) for c in data.get("added", ())))
+        except (ValueError, TypeError, KeyError):
+            return None
+
+
+def keep_rule(gains: Sequence[float]) -> tuple[bool, str]:
+    """Whether a program whose per-group gains are `gains` is kept, and why, in words."""
+    finite = [g for g in gains if math.isfinite(g)]
+    if not finite or len(finite) < len(gains):
+        return False, "no comparable score on every group of rows"
+    better = sum(g > 0 for g in finite)
+    need = math.ceil(MAJORITY * len(finite))
+    mean = sum(finite) / len(finite)
+    tally = f"better on {better} of {len(finite)} groups, mean gain {mean:+.4g}"
+    if mean > 0 and better >= need:
+        return True, f"kept: {tally}"
+    return False, f"not kept: {tally} (needs a positive mean and {need} of {len(finite)})"
+
+
+def gate_of(node: Node) -> Gate | None:
+    """The gate of a features node that ran and was compared; None for any other node."""
+    if node.operator is not Operator.FEATURES or not node.gate:
+        return None
+    return Gate.from_json(node.gate)
+
+
+def is_kept(node: Node) -> bool:
+    gate = gate_of(node)
+    return gate is not None and gate.kept and node.is_ok
+
+
+def kept_programs(journal: Journal) -> list[Node]:
+    """The kept feature programs (each a feature set), best first."""
+    kept = [n for n in journal.nodes_of(Operator.FEATURES) if is_kept(n)]
+    return sorted(kept, key=lambda n: (-(n.metric or 0.0), n.step))
+
+
+def best_feature_set(journal: Journal) -> str:
+    """The feature set the floor trains on now: the best kept program's, "" for none."""
+    kept = kept_programs(journal)
+    return kept[0].node_id if kept else ""
+
+
+def programs_turn(journal: Journal, in_flight: InFlight) -> bool:
+    """With both kinds of work, a feature program's turn: no more of them so far (finished
+    and in flight) than of whole-script steps."""
+    def count(operators: frozenset[Operator]) -> int:
+        done = sum(len(journal.nodes_of(op)) for op in operators)
+        return done + sum(k for (op, _), k in in_flight.items() if op in operators)
+
+    return count(frozenset({Operator.FEATURES})) <= count(SCRIPT_STEPS)
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramCounts:
+    """What became of a run's feature programs."""
+
+    proposed: int = 0  # features nodes that finished (lost ones are proposed again)
+    rejected: int = 0  # refused by the checks before any model ran
+    failed: int = 0  # passed the checks, then did not run or score
+    scored: int = 0  # compared with their reference
+    kept: int = 0
+    llm_seconds: tuple[float, ...] = ()  # each finished program's reply seconds
+
+    @property
+    def median_llm_seconds(self) -> float | None:
+        values = sorted(self.llm_seconds)
+        if not values:
+            return None
+        mid = len(values) // 2
+        return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def program_counts(nodes: Iterable[Node]) -> ProgramCounts:
+    programs = [n for n in nodes
+                if n.operator is Operator.FEATURES and n.status is not Status.LOST]
+    rejected = sum(n.error.startswith(REJECTED) for n in programs)
+    scored = sum(gate_of(n) is not None for n in programs)
+    return ProgramCounts(
+        proposed=len(programs), rejected=rejected,
+        failed=len(programs) - rejected - scored, scored=scored,
+        kept=sum(is_kept(n) for n in programs),
+        llm_seconds=tuple(n.llm_seconds for n in programs))

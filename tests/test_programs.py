@@ -1,0 +1,66 @@
+"""The feature-program gate's rule and records (search/programs.py): pure, milliseconds."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from search.journal import Journal
+from search.node import Operator, Status
+from search.programs import (
+    REJECTED,
+    Gate,
+    best_feature_set,
+    gate_of,
+    keep_rule,
+    kept_programs,
+    program_counts,
+)
+from tests.helpers import make_node
+
+
+@pytest.mark.parametrize(("gains", "kept"), [
+    ([0.01, 0.02, 0.01, 0.03, -0.001], True),  # 4 of 5 better, mean positive
+    ([0.01, 0.02, 0.01, -0.01, -0.001], False),  # 3 of 5: noise passes that half the time
+    ([0.001, 0.001, 0.001, 0.001, -0.05], False),  # 4 of 5 but one large loss: mean negative
+    ([0.0, 0.0, 0.0, 0.0, 0.0], False),  # changes nothing
+    ([0.01, 0.02], True),
+    ([0.01, -0.001], False),
+    ([0.01, float("nan"), 0.02, 0.02, 0.02], False),  # a group without a score
+    ([], False),
+])
+def test_keep_rule(gains: list[float], kept: bool) -> None:
+    decided, reason = keep_rule(gains)
+    assert decided is kept
+    allowed = ("kept",) if kept else ("not kept", "no comparable score on every group of rows")
+    assert reason.split(":")[0] in allowed
+
+
+def features_node(node_id: str, gate: Gate | None, *, metric: float = 1.0,
+                  status: Status = Status.OK, error: str = "", llm: float = 3.0):
+    node = make_node(node_id, operator=Operator.FEATURES, metric=metric, status=status)
+    return dataclasses.replace(node, gate=gate.to_json() if gate else "", error=error,
+                               llm_seconds=llm, feature_set=node_id)
+
+
+def test_gate_round_trip_and_counts() -> None:
+    kept = Gate("ref", (0.01, 0.02, 0.01, 0.01, 0.0), True, "kept", ("ratio",))
+    lost = Gate("ref", (0.01, -0.02, 0.01, -0.01, 0.0), False, "not kept")
+    assert Gate.from_json(kept.to_json()) == kept
+    assert Gate.from_json("{not json") is None
+    nodes = [features_node("a", kept, metric=0.9), features_node("b", lost, metric=0.95),
+             features_node("c", None, status=Status.BUGGY, error=f"{REJECTED} reads the target"),
+             features_node("d", None, status=Status.TIMEOUT, error="timed out"),
+             features_node("e", kept, metric=0.93),
+             make_node("p", operator=Operator.PORTFOLIO)]
+    counts = program_counts(nodes)
+    assert (counts.proposed, counts.rejected, counts.failed, counts.scored, counts.kept) == (
+        5, 1, 1, 3, 2)
+    assert counts.median_llm_seconds == 3.0
+    assert gate_of(nodes[5]) is None and gate_of(nodes[0]) == kept
+    journal = Journal(nodes)
+    # best first among kept only: b scored higher but was not kept
+    assert [n.node_id for n in kept_programs(journal)] == ["e", "a"]
+    assert best_feature_set(journal) == "e"
+    assert best_feature_set(Journal(nodes[1:4])) == ""
