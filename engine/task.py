@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -41,7 +42,13 @@ from engine.task_checks import (
     resolve_metric,
     stated_task_type,
 )
-from engine.task_text import column_facts, default_statement, render_description, render_preview
+from engine.task_text import (
+    column_facts,
+    default_statement,
+    render_description,
+    render_feature_preview,
+    render_preview,
+)
 from fileio import write_atomic
 from search.errors import StoreError, UserError
 from search.metric import METRICS, MetricSpec, label_str, positive_label
@@ -104,6 +111,10 @@ class PreparedTask:
         """The facts of `description` in <= 40 short lines; byte-identical on every call."""
         return self._preview
 
+    def feature_preview(self) -> str:
+        """The task and its columns alone, for a feature program's prompt; byte-identical."""
+        return self._feature_preview
+
     @property
     def has_text_features(self) -> bool:
         """Whether a feature column holds text (anything pandas does not read as numbers)."""
@@ -118,7 +129,15 @@ class PreparedTask:
     def _preview(self) -> str:
         # Computed once per task: column statistics of a large train frame are not free, and the
         # preview is asked for on every prompt.
-        return render_preview(self, column_facts(self.train, self.target))
+        return render_preview(self, self._facts)
+
+    @cached_property
+    def _feature_preview(self) -> str:
+        return render_feature_preview(self, self._facts)
+
+    @cached_property
+    def _facts(self) -> list[Any]:
+        return column_facts(self.train, self.target)
 
 
 def prepare_task(spec: TaskSpec, seed: int = 0) -> PreparedTask:

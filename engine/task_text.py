@@ -230,13 +230,7 @@ def render_description(task: PreparedTask, facts: list[_ColumnFacts], dropped: i
 
 def render_preview(task: PreparedTask, facts: list[_ColumnFacts]) -> str:
     rows = (len(task.train), len(task.valid_X), len(task.test_X))
-    statement = _clip(" ".join(task.text.split()), _PREVIEW_LINE_CHARS)
-    out = [f"Task: {statement}"]
-    target = f"Target: `{task.target}` ({task.task_type}"
-    if task.labels:
-        shown = ", ".join(task.labels[:10]) + (", ..." if len(task.labels) > 10 else "")
-        target += f", {len(task.labels)} classes: {shown}"
-    out.append(target + ")")
+    out = _task_lines(task)
     out.append(f"Metric: {_metric_line(task)}")
     out.append(
         f"Input: input/train.csv {rows[0]} rows (features + `{task.target}`); "
@@ -247,8 +241,33 @@ def render_preview(task: PreparedTask, facts: list[_ColumnFacts]) -> str:
         + _prediction_rule(task)
     )
     out.append(f"Target in train: {'; '.join(_target_summary(task)[:10])}")
+    out += _feature_lines(task, facts)
+    out.append("Libraries: " + ", ".join(f"{n} {v}" for n, v in _versions()))
+    notes = _api_notes()
+    if notes:
+        out.append(_clip("API notes: " + "; ".join(notes), 2 * _PREVIEW_LINE_CHARS))
+    return "\n".join(out) + "\n"
+
+
+def render_feature_preview(task: PreparedTask, facts: list[_ColumnFacts]) -> str:
+    """What a feature program's prompt says of the task: what is predicted and the columns,
+    without the files, libraries and API notes a whole script needs (shown them, the small
+    model wrote a whole script instead of a function)."""
+    return "\n".join(_task_lines(task) + _feature_lines(task, facts)) + "\n"
+
+
+def _task_lines(task: PreparedTask) -> list[str]:
+    statement = _clip(" ".join(task.text.split()), _PREVIEW_LINE_CHARS)
+    target = f"Target: `{task.target}` ({task.task_type}"
+    if task.labels:
+        shown = ", ".join(task.labels[:10]) + (", ..." if len(task.labels) > 10 else "")
+        target += f", {len(task.labels)} classes: {shown}"
+    return [f"Task: {statement}", target + ")"]
+
+
+def _feature_lines(task: PreparedTask, facts: list[_ColumnFacts]) -> list[str]:
     numeric = sum(f.numeric for f in facts)
-    out.append(f"Features ({len(facts)}: {numeric} numeric, {len(facts) - numeric} other):")
+    out = [f"Features ({len(facts)}: {numeric} numeric, {len(facts) - numeric} other):"]
     listed = facts if len(facts) <= _PREVIEW_COLUMNS else facts[: _PREVIEW_COLUMNS - 1]
     for fact in listed:
         missing = f", {fact.missing_pct:.1f}% missing" if fact.missing_pct else ""
@@ -261,11 +280,7 @@ def render_preview(task: PreparedTask, facts: list[_ColumnFacts]) -> str:
     out.append("Sample rows of train.csv:")
     sample = task.train.head(2).to_csv(index=False, lineterminator="\n").rstrip("\n")
     out += [_clip(line, _PREVIEW_LINE_CHARS) for line in sample.split("\n")[:3]]
-    out.append("Libraries: " + ", ".join(f"{n} {v}" for n, v in _versions()))
-    notes = _api_notes()
-    if notes:
-        out.append(_clip("API notes: " + "; ".join(notes), 2 * _PREVIEW_LINE_CHARS))
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _num(value: Any) -> str:

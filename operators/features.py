@@ -11,7 +11,7 @@ each from the row's own values. Two kinds of check stand between it and a kept f
   even inside a process that holds them; it names only columns the rows have or it creates;
   it never names the target.
 - in the sandbox, on the rows, before any model is fitted (`check_program` in the script): it
-  returns a DataFrame with every row in order, adds or changes at least one column, floods no
+  returns a DataFrame with every row in order, adds, changes or drops a column, floods no
   column with missing values, and computes each row from that row alone (the rows in two halves
   give the same columns), so that a deployed model computes a row the same way alone.
 
@@ -50,7 +50,8 @@ REPORT = "__treeml_features__"
 def program_source(text: str) -> str:
     """The program in a reply: its ```python block (the last holding add_features), else the
     whole reply."""
-    blocks = re.findall(r"```(?:python|py)?\s*\n(.*?)```", text, flags=re.S)
+    # a reply cut at its closing fence (the prompt's stop string) has none
+    blocks = re.findall(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", text, flags=re.S)
     with_function = [b for b in blocks if f"def {FUNCTION}" in b]
     if with_function:
         return with_function[-1].strip() + "\n"
@@ -195,8 +196,9 @@ def check_program(frame, target):
         refuse(f"it adds the target column {target!r}")
     changed = [c for c in out.columns
                if c not in base.columns or not out[c].equals(base[c])]
-    if not changed:
-        refuse("it adds or changes no column")
+    dropped = [c for c in base.columns if c not in out.columns]
+    if not changed and not dropped:
+        refuse("it adds, changes or drops no column")
     if len(changed) > __MAX_COLUMNS__:
         refuse(f"it adds or changes {len(changed)} columns; at most __MAX_COLUMNS__")
     for col in changed:
@@ -216,7 +218,9 @@ def check_program(frame, target):
             if not same:
                 refuse(f"column {col!r} of a row depends on the other rows (a mean, a rank, a "
                        "shift over the frame): compute each row from its own values")
-    print(__REPORT__ + " " + json.dumps({"added": [str(c) for c in changed]}))
+    # dropped columns are listed as "-name"
+    report = [str(c) for c in changed] + [f"-{c}" for c in dropped]
+    print(__REPORT__ + " " + json.dumps({"added": report}))
 
 
 check_program(X, TARGET)

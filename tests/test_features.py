@@ -140,6 +140,9 @@ def test_the_rows_check_reports_what_a_good_program_added(tmp_path: Path) -> Non
                       '    return df\n', tmp_path)
     assert done.returncode == 0, done.stderr
     assert '__treeml_features__ {"added": ["old"]}' in done.stdout
+    # dropping a column is a change too (an identifier that carries no signal)
+    done = _run_check('def add_features(df):\n    return df.drop(columns=["city"])\n', tmp_path)
+    assert done.returncode == 0 and '{"added": ["-city"]}' in done.stdout, done.stderr
 
 
 def test_the_prompt_lists_what_was_tried_and_reads_a_reply() -> None:

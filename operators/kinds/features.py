@@ -30,7 +30,10 @@ from search.node import Operator, Status
 from search.policy import Proposal
 from search.programs import REJECTED, gate_of
 
-MAX_TOKENS = 320  # a program is 5 to 15 lines; the cap ends a rambling reply early
+MAX_TOKENS = 220  # a program is 5 to 15 lines; the cap ends a rambling reply early
+# Generation ends at the code block's closing fence: nothing after it is read. ("\n```" alone
+# would also end a reply that puts a sentence before its opening fence.)
+STOP = ["\n```\n"]
 TRIED_SHOWN = 8  # the latest programs the prompt lists with their outcome
 
 SYSTEM = ("You are a data scientist who writes short pandas feature-engineering functions. "
@@ -40,13 +43,18 @@ _JOB = f"""# What you write
 One function `{FUNCTION}(df)`. df holds the feature columns above for some rows (never the
 target). Return df with 1 to 3 new columns, each computed from a row's own values: a ratio,
 difference or product of related numbers, a sum of parts, date parts (year, month, weekday),
-the length of a text or a number parsed from it. Choose columns whose names suggest a
-relation that helps predict the target. Rules: use only pd, np, math and re; read no files;
-never use other rows (no mean, rank, groupby, shift or cumsum over the frame); guard
-divisions (np.where or + 1e-9); never repeat a column already tried.
+the length of a text or a number parsed from it. Or fix a column read with the wrong type:
+a date held as text (into its parts), a number held as text (pd.to_numeric with
+errors="coerce"), an identifier that carries no signal (drop it). Choose columns whose names
+suggest a relation that helps predict the target.
+Rules: use only pd, np, math and re; read no files; never use other rows (no mean, rank,
+groupby, shift or cumsum over the frame); guard divisions (np.where or + 1e-9); never repeat
+a column already tried.
+For example, on a task with other columns than this one:
 ```python
 def {FUNCTION}(df):
-    df["new_column"] = ...
+    df["income_per_person"] = df["income"] / (df["household_size"] + 1e-9)
+    df["sale_month"] = pd.to_datetime(df["sale_date"], errors="coerce").dt.month
     return df
 ```
 """
@@ -88,13 +96,14 @@ class Features(FloorKind):
 
     def prompt(self, ctx: TaskContext, proposal: Proposal, journal: Journal,
                reflection: str = "") -> ChatPrompt:
-        stable = f"# Task\n{ctx.preview.strip()}\n\n{_JOB}"
-        tail = _tried(journal) + _current(journal, proposal.parent_id) + "Write the function."
+        stable = f"# Task\n{(ctx.feature_preview or ctx.preview).strip()}\n\n{_JOB}"
+        tail = (_tried(journal) + _current(journal, proposal.parent_id)
+                + f"Write {FUNCTION}(df) for the columns of this task.")
         return ChatPrompt(
             messages=[{"role": "system", "content": SYSTEM},
                       {"role": "user", "content": stable + "\n" + tail}],
             max_tokens=MAX_TOKENS, temperature=proposal.temperature, seed=ctx.seed,
-            tag=self.operator.value)
+            tag=self.operator.value, stop=STOP)
 
     def read(self, text: str, ctx: TaskContext) -> Parsed:
         source = program_source(text)
