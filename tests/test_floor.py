@@ -311,3 +311,16 @@ def test_ensemble_candidates_count_each_feature_sets_study_apart() -> None:
     ids = [n.node_id for n in ensemble_candidates(journal)]
     assert ids[:2 * PER_STUDY] == [f"t{s}{i}" for i in range(PER_STUDY) for s in ("", "f")]
     assert not {"t4", "tf4", "f"} & set(ids)  # a fifth of either study: the program is one
+
+
+def test_an_llm_written_nodes_trials_stay_its_own_beside_a_kept_set() -> None:
+    journal = _raw_journal()
+    journal.add(_program("f", journal.get("base"), 2, 0.6))
+    journal.add(replace(make_node("llm", metric=0.95, step=3,
+                                  code="# ---- model code (written by the LLM) ----\n"),
+                        params=json.dumps({"n_estimators": 200})))
+    floor = Floor(seed=0, portfolio=False, ensembles=False)
+    assert floor._ranked(journal)[:2] == ["node:llm", "lgbm@f"]
+    proposal = floor.propose(journal, {}, executor_free=True)
+    assert proposal is not None and proposal.parent_id == "llm"
+    assert proposal.family == "" and proposal.feature_set == ""  # its own code, as it is
