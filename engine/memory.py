@@ -9,7 +9,8 @@ names another or turns it off. Every finished start of a run adds (`remember_run
 - its task: fingerprint, data file name, type, metric, meta-features of its training rows;
 - cases: its best nodes' model code that beat the run's baseline root, with operator and
   normalised gain (at most CASES_PER_RUN, distinct code; code that names one of the task's
-  columns is left out: it cannot run on another task's);
+  columns, or applies feature programs, which do, is left out: it cannot run on another
+  task's);
 - fixes: each failed node a debug step cured, as (its error line, its code, the fixed code).
 
 A run reads the user's memory together with the one the project ships
@@ -146,7 +147,7 @@ def _cases(journal: Journal, mark: str, metric: str,
     scale = max(abs(base.metric), 1e-12)
     ranked = sorted((n for n in journal.eligible_nodes
                      if n.operator not in _NOT_CASES and n.has_model_code
-                     and journal.beats_baseline(n)),
+                     and not n.feature_set and journal.beats_baseline(n)),
                     key=lambda n: -(n.metric or 0.0))
     cases: dict[str, dict[str, Any]] = {}
     for node in ranked:

@@ -12,11 +12,14 @@ nothing LLM-written to run, the loop asks the floor:
    A study whose last `patience` trials (5 per dimension of its space, at least 10) found
    nothing better than its best has stalled and goes behind those that have not: a
    one-dimensional linear model otherwise took two thirds of a run's trials on credit-g.
-   What is tuned: a model family (every node of a family, the baseline root and the portfolio
-   included, is a trial of that family's study, so the sampler starts from what the portfolio
-   found), or an LLM-written node whose code keeps its hyperparameters in one literal `PARAMS`
-   dict (its study varies each number around the node's own value; the node is its first
-   trial, and each trial is its code with only that dict changed, a child of the node).
+   What is tuned: a model family on a feature set (every node of a family, the baseline root
+   and the portfolio included, is a trial of that family's study on the columns as they are,
+   so the sampler starts from what the portfolio found; a kept feature program is the first
+   trial of its set's study for its family, and a family's trials train on the best kept set,
+   search/programs.py), or an LLM-written node whose code keeps its hyperparameters in one
+   literal `PARAMS` dict (its study varies each number around the node's own value; the node
+   is its first trial, and each trial is its code with only that dict changed, a child of the
+   node).
 
 And, with no executor at all, ensemble selection (`engine/blend.py`) over the best nodes' kept
 predictions, whenever at least `ensemble_every` new candidates arrived since the last one. The
@@ -41,7 +44,7 @@ from search.families import FAMILIES, PORTFOLIO, Dimension
 from search.journal import Journal
 from search.node import Node, Operator, Status
 from search.policy import InFlightKey, Proposal
-from search.programs import best_feature_set
+from search.programs import best_feature_set, is_kept
 
 # The baseline root's configuration as a point of the lgbm space (LightGBM's defaults; its
 # zero regularisation is the space's floor).
@@ -134,13 +137,30 @@ def program_proposal(journal: Journal, temperature: float,
                     family=config.family, params=config.params)
 
 
+def family_study(family: str, feature_set: str) -> str:
+    """The key of a family's study on a feature set: `lgbm` on the columns as they are,
+    `lgbm@<set id>` on a kept feature set."""
+    return f"{family}@{feature_set}" if feature_set else family
+
+
+def study_family(key: str) -> tuple[str, str]:
+    """A study key's model family and feature set; ("", "") for an LLM-written node's."""
+    family, _, feature_set = key.partition("@")
+    return (family, feature_set) if family in FAMILIES else ("", "")
+
+
 def study_key(node: Node) -> str | None:
-    """The study a node is a trial of: its family's, or its LLM-written parent's (or its own,
-    when its code exposes tunable PARAMS); None for any other node."""
+    """The study a node is a trial of: its family's on its feature set, or its LLM-written
+    parent's (or its own, when its code exposes tunable PARAMS); None for any other node. A
+    feature program is a trial only once kept (its set's first): one that was not kept trained
+    on columns no later trial gets."""
     traits = node.operator.traits
     family = configuration(node).family
+    if traits.program:
+        return family_study(family, node.feature_set) \
+            if family in FAMILIES and is_kept(node) else None
     if family:
-        return family if family in FAMILIES else None
+        return family_study(family, node.feature_set) if family in FAMILIES else None
     if traits.configured and node.parent_id is not None:  # a trial of an LLM-written node
         return f"node:{node.parent_id}"
     if traits.tunable:
@@ -179,6 +199,8 @@ class Floor:
         self.ensemble_every = ensemble_every
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._studies: dict[str, optuna.Study] = {}  # by study key (see study_key)
+        # each kept feature set's parent set ("" the columns as they are), for warm starts
+        self._parent_set: dict[str, str] = {}
         self._spaces: dict[str, Distributions] = {}
         self._asked: dict[str, int] = {}  # hint of a trial in flight -> its trial number
         # portfolio configurations (by name) and cases run as stored (by id): each runs once
@@ -229,9 +251,10 @@ class Floor:
         self._trials += 1
         trial = self._study(key).ask(self._spaces[key])
         params = tuple(sorted(trial.params.items()))
-        if key in FAMILIES:
+        family, feature_set = study_family(key)
+        if family:
             proposal = Proposal(Operator.TUNE, None, 0.0, idea=f"{key} trial {trial.number}",
-                                family=key, params=params)
+                                family=family, params=params, feature_set=feature_set)
         else:  # a node: its code with new PARAMS values, a child of it
             parent = key.removeprefix("node:")
             proposal = Proposal(Operator.TUNE, parent, 0.0,
@@ -240,8 +263,10 @@ class Floor:
         return proposal
 
     def _ranked(self, journal: Journal) -> list[str]:
-        """Study keys, best first by the best score of their nodes (lgbm when none ran), the
-        stalled ones behind the others."""
+        """The studies to ask a trial of, best first by the best score of their nodes (lgbm
+        when none ran), the stalled ones behind the others. A family's trials train on the
+        best kept feature set: a family with no trial on it yet ranks there by its best score
+        on an earlier set (its study there starts from those trials, not stalled)."""
         best: dict[str, float] = {}
         since_best: dict[str, int] = {}  # scored trials after the study's best one
         for node in sorted(journal.eligible_nodes, key=lambda n: n.step):
@@ -257,17 +282,45 @@ class Floor:
             dimensions = len(self._spaces.get(key, ()))
             return since_best[key] >= max(STALL_MIN, STALL_PER_DIMENSION * dimensions)
 
-        ranked = sorted(best, key=lambda k: (stalled(k), -best[k]))
+        current = best_feature_set(journal)
+        rank: dict[str, tuple[bool, float]] = {}  # study -> (stalled, minus its best score)
+        for key in best:
+            family, feature_set = study_family(key)
+            if not family or feature_set == current:
+                rank[key] = (stalled(key), -best[key])
+                continue
+            target = family_study(family, current)
+            if target not in best:
+                rank[target] = min(rank.get(target, (False, math.inf)), (False, -best[key]))
+        ranked = sorted(rank, key=lambda k: rank[k])
         return ranked or ["lgbm"]
 
     def _study(self, key: str) -> optuna.Study:
         if key not in self._studies:
             sampler = optuna.samplers.TPESampler(seed=self.seed * 101 + len(self._studies),
                                                  n_startup_trials=5, constant_liar=True)
-            self._studies[key] = optuna.create_study(direction="maximize", sampler=sampler)
-            if key in FAMILIES:
-                self._spaces[key] = distributions(FAMILIES[key].space)
+            study = optuna.create_study(direction="maximize", sampler=sampler)
+            family, feature_set = study_family(key)
+            if family:
+                self._spaces[key] = distributions(FAMILIES[family].space)
+                # A kept program adds a few columns to its parent set: the hyperparameters
+                # that did well there are the best first guess here. Without them TPE would
+                # spend its first 5 trials on random points, a large part of a short run.
+                study.add_trials(self._warm_start(family, feature_set))
+            self._studies[key] = study
         return self._studies[key]
+
+    def _warm_start(self, family: str, feature_set: str) -> list[optuna.trial.FrozenTrial]:
+        """The completed trials of `family` on the nearest set under `feature_set` that has
+        some (its parent set first, the columns as they are last); [] on the raw columns."""
+        while feature_set:
+            feature_set = self._parent_set.get(feature_set, "")
+            parent = self._studies.get(family_study(family, feature_set))
+            trials = [t for t in parent.trials if t.state is optuna.trial.TrialState.COMPLETE] \
+                if parent is not None else []
+            if trials:
+                return trials
+        return []
 
     # ---- what happened ---------------------------------------------------------------------
 
@@ -282,10 +335,12 @@ class Floor:
             self._last_ensemble = frozenset(node.hint.split(","))
         if traits.run_once:
             self._run_once.add(Proposal.of(node).idea)
+        if traits.program and is_kept(node):
+            self._parent_set[node.node_id] = node.parent_id or ""
         key = study_key(node)
         if key is None or (node.status in _GONE and node.hint not in self._asked):
             return
-        if key not in FAMILIES and key not in self._spaces:
+        if not study_family(key)[0] and key not in self._spaces:
             if not node.is_ok or key != f"node:{node.node_id}":
                 return  # only a working LLM-written node opens a study, its own
             self._spaces[key] = space_around(node_params(node))  # around its own PARAMS

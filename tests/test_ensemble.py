@@ -14,6 +14,7 @@ import pytest
 from engine.run import main
 from operators.context import TaskContext
 from operators.harness import assemble, ensemble_code
+from operators.models import model_code
 from sandbox import Limits, run_script
 from search.node import MODEL_START
 
@@ -96,6 +97,31 @@ def test_a_member_returning_probabilities_votes_for_its_most_probable_class() ->
     proba = "[[0.1, 0.7, 0.2], [0.6, 0.3, 0.1], [0.2, 0.2, 0.6]], [[1.0, 0.0, 0.0]] * 2"
     out = run_ensemble(ctx, [proba, "['a', 'a', 'a'], ['a', 'a']", proba], [1, 1, 1])
     assert out.prediction.tolist() == ["b", "a", "c"]
+
+
+def test_members_on_different_feature_sets_each_apply_their_own_programs() -> None:
+    # A kept program's node (its code checks the program first) and a trial on another set:
+    # each member's FEATURE_PROGRAMS and with_features live in its own namespace.
+    ctx = TaskContext(preview="", target="y", task_type="regression", metric="rmse",
+                      maximize=False)
+    square = "def add_features(df):\n    df['x_squared'] = df['x'] ** 2\n    return df\n"
+    absolute = "def add_features(df):\n    df['x_abs'] = df['x'].abs()\n    return df\n"
+    params = {"alpha": 1e-9}
+    members = [assemble(ctx, model_code(ctx, "linear", params, [square], check=True)),
+               assemble(ctx, model_code(ctx, "linear", params, [absolute]))]
+    x, x_valid = np.linspace(-3, 3, 13), np.array([-2.5, -0.5, 1.5, 2.5])
+    inputs = {"train.csv": pd.DataFrame({"x": x, "y": x**2}).to_csv(index=False).encode(),
+              "valid.csv": pd.DataFrame({"x": x_valid}).to_csv(index=False).encode(),
+              "test.csv": b"x\n0.0\n"}
+    result = run_script(ensemble_code(ctx, members, [1, 1]), inputs, Limits(wall_seconds=60))
+    assert result.status == "ok", result.stderr_tail
+    predicted = pd.read_csv(io.BytesIO(result.valid_csv)).prediction.to_numpy()
+    # the first member is exact; the second is least squares on (1, x, |x|)
+    design = np.column_stack([np.ones_like(x), x, np.abs(x)])
+    coef = np.linalg.lstsq(design, x**2, rcond=None)[0]
+    second = np.column_stack([np.ones_like(x_valid), x_valid, np.abs(x_valid)]) @ coef
+    assert np.allclose(predicted, (x_valid**2 + second) / 2, atol=1e-4)
+    assert not np.allclose(predicted, x_valid**2, atol=0.05)  # the second is not exact
 
 
 def fit_predict_reply(estimator: str) -> str:

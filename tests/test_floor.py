@@ -188,3 +188,139 @@ def test_ensemble_candidates_hold_at_most_four_trials_of_one_study() -> None:
                         code="# ---- model code (written by the LLM) ----\n")]
     ids = [n.node_id for n in ensemble_candidates(Journal(nodes))]
     assert ids == [f"g{i}" for i in range(PER_STUDY)] + ["et", "llm"]
+
+
+# ---- feature sets: kept feature programs in the floor's studies (issue 42) ------------------
+
+def _program(node_id: str, reference: Node, step: int, metric: float, *,
+             kept: bool = True, parent_set: str = "") -> Node:
+    """A features node that extended `parent_set`, paired with `reference` (its configuration
+    is the reference's), kept or not by its gate."""
+    from search.floor import configuration
+    from search.programs import Gate
+
+    config = configuration(reference)
+    proposal = Proposal(Operator.FEATURES, parent_set or None, 0.0, idea=reference.node_id,
+                        family=config.family, params=config.params)
+    gains = (0.01, 0.02, 0.01, 0.03) if kept else (-0.01, 0.02, -0.01, 0.0)
+    gate = Gate(reference.node_id, gains, kept, "kept" if kept else "not kept")
+    return replace(make_node(node_id, parent_set or None, operator=Operator.FEATURES,
+                             metric=metric, step=step), hint=proposal.hint,
+                   feature_set=node_id, gate=gate.to_json())
+
+
+def _trial_node(proposal: Proposal, node_id: str, step: int, metric: float | None) -> Node:
+    """A trial as the step records it: on the feature set its proposal names."""
+    return replace(finished(proposal, node_id, step, metric), feature_set=proposal.feature_set)
+
+
+def _raw_journal() -> Journal:
+    """The baseline (lgbm) and an extra_trees configuration, on the columns as they are."""
+    base = Node(node_id="base", parent_id=None, operator=Operator.BASELINE, status=Status.OK,
+                step=0, metric=0.5, metric_raw=0.5)
+    name, family, params = next(c for c in PORTFOLIO if c[1] == "extra_trees")
+    portfolio = Proposal(Operator.PORTFOLIO, None, 0.0, idea=name, family=family,
+                         params=tuple(sorted(params.items())))
+    return Journal([base, finished(portfolio, "et", 1, 0.45)])
+
+
+def test_a_kept_program_is_the_first_trial_of_its_sets_study_and_trials_train_on_it() -> None:
+    from search.floor import study_key
+
+    journal = _raw_journal()
+    kept = _program("f", journal.get("base"), 2, 0.6)
+    rejected = _program("g", journal.get("base"), 3, 0.7, kept=False)
+    journal.add(kept)
+    journal.add(rejected)
+    assert study_key(journal.get("base")) == "lgbm" and study_key(kept) == "lgbm@f"
+    assert study_key(rejected) is None  # its columns reach no later trial
+    floor = Floor(seed=0, portfolio=False, ensembles=False)
+    keys = []
+    for step in range(3):
+        proposal = floor.propose(journal, {}, executor_free=True)
+        assert proposal is not None and proposal.operator is Operator.TUNE
+        assert proposal.feature_set == "f"  # the best kept set, not the raw columns
+        assert Proposal.from_hint(Operator.TUNE, None, 0.0, proposal.hint) == proposal
+        node = _trial_node(proposal, f"t{step}", 10 + step, 0.55)
+        keys.append(study_key(node))
+        assert proposal.idea.startswith(f"{keys[-1]} trial ")
+        journal.add(node)
+    assert keys == ["lgbm@f", "lgbm@f", "extra_trees@f"]  # the runner-up's third
+    floor.propose(journal, {}, executor_free=False)
+    # Each study on the set starts from its family's trials on the parent set (the raw
+    # columns): TPE's first asks are not random.
+    lgbm = floor._study("lgbm@f").trials
+    assert [t.value for t in lgbm] == [0.5, 0.6, 0.55, 0.55]  # base, the program, 2 trials
+    assert lgbm[0].params == BASELINE_PARAMS and lgbm[1].params == BASELINE_PARAMS
+    assert [t.value for t in floor._study("extra_trees@f").trials] == [0.45, 0.55]
+    assert [t.value for t in floor._study("lgbm").trials] == [0.5]  # the raw study: its own
+
+
+def test_trials_follow_the_best_kept_set_and_a_set_on_a_set_starts_from_its_parents() -> None:
+    journal = _raw_journal()
+    journal.add(_program("f", journal.get("base"), 2, 0.6))
+    floor = Floor(seed=0, portfolio=False, ensembles=False)
+    proposal = floor.propose(journal, {}, executor_free=True)
+    assert proposal is not None
+    journal.add(_trial_node(proposal, "t0", 3, 0.65))
+    journal.add(_program("f2", journal.get("t0"), 4, 0.7, parent_set="f"))
+    proposal = floor.propose(journal, {}, executor_free=True)
+    assert proposal is not None and (proposal.family, proposal.feature_set) == ("lgbm", "f2")
+    # raw lgbm (base), then lgbm on f (the program f, t0), then f2 itself
+    assert [t.value for t in floor._study("lgbm@f2").trials
+            if t.state is optuna.trial.TrialState.COMPLETE] == [0.5, 0.6, 0.65, 0.7]
+
+
+def test_a_resumed_floor_rebuilds_the_studies_on_feature_sets() -> None:
+    journal = _raw_journal()
+    journal.add(_program("f", journal.get("base"), 2, 0.6))
+    floor = Floor(seed=3, portfolio=False, ensembles=False)
+    for step in range(6):  # then its next trial is of the best study, as a fresh floor's
+        proposal = floor.propose(journal, {}, executor_free=True)
+        assert proposal is not None
+        journal.add(_trial_node(proposal, f"t{step}", 10 + step, 0.6 + 0.01 * step))
+    floor.propose(journal, {}, executor_free=False)
+    proposal = floor.propose(journal, {}, executor_free=True)  # the next: on the set
+    assert proposal is not None and proposal.feature_set == "f"
+    rebuilt = Floor(seed=3, portfolio=False, ensembles=False)
+    again = rebuilt.propose(journal, {}, executor_free=True)
+    assert again is not None and again.feature_set == "f" and again.family == proposal.family
+
+    def trials(f: Floor, key: str) -> list[tuple[dict[str, object], float | None]]:
+        return [(t.params, t.value) for t in f._study(key).trials
+                if t.state is optuna.trial.TrialState.COMPLETE]
+
+    for key in ("lgbm@f", "extra_trees@f"):
+        assert trials(rebuilt, key) == trials(floor, key) and len(trials(floor, key)) >= 2
+    assert rebuilt._ranked(journal) == floor._ranked(journal)
+
+
+def test_ensemble_candidates_count_each_feature_sets_study_apart() -> None:
+    from search.floor import PER_STUDY
+
+    journal = _raw_journal()
+    harnessed = "# ---- model code (written by the LLM) ----\n"
+    journal.add(replace(_program("f", journal.get("base"), 2, 0.6), code=harnessed))
+    proposal = Proposal(Operator.TUNE, None, 0.0, idea="t", family="lgbm",
+                        params=tuple(sorted(BASELINE_PARAMS.items())))
+    for i in range(6):
+        for feature_set in ("", "f"):
+            node = _trial_node(replace(proposal, feature_set=feature_set), f"t{feature_set}{i}",
+                               10 + i, 0.9 - 0.01 * i)
+            journal.add(node)
+    ids = [n.node_id for n in ensemble_candidates(journal)]
+    assert ids[:2 * PER_STUDY] == [f"t{s}{i}" for i in range(PER_STUDY) for s in ("", "f")]
+    assert not {"t4", "tf4", "f"} & set(ids)  # a fifth of either study: the program is one
+
+
+def test_an_llm_written_nodes_trials_stay_its_own_beside_a_kept_set() -> None:
+    journal = _raw_journal()
+    journal.add(_program("f", journal.get("base"), 2, 0.6))
+    journal.add(replace(make_node("llm", metric=0.95, step=3,
+                                  code="# ---- model code (written by the LLM) ----\n"),
+                        params=json.dumps({"n_estimators": 200})))
+    floor = Floor(seed=0, portfolio=False, ensembles=False)
+    assert floor._ranked(journal)[:2] == ["node:llm", "lgbm@f"]
+    proposal = floor.propose(journal, {}, executor_free=True)
+    assert proposal is not None and proposal.parent_id == "llm"
+    assert proposal.family == "" and proposal.feature_set == ""  # its own code, as it is

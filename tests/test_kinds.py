@@ -3,6 +3,8 @@ layer knows of an operator (its traits) agrees with what its module does."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from operators.context import TaskContext
@@ -104,3 +106,44 @@ def test_each_hint_form_reads_back_as_its_proposal(proposal: Proposal) -> None:
                 temperature=proposal.temperature, hint=proposal.hint)
     assert Proposal.of(node) == proposal
     assert {op.traits.hint_form for op in Operator} == set(HintForm)
+
+
+def test_a_trial_on_a_kept_feature_set_trains_on_the_columns_its_programs_add() -> None:
+    """The engine's all-folds code of an Optuna trial on a kept set, run for real: the kept
+    program's column makes the regression exact; the same trial on the raw columns is not."""
+    import io
+
+    import numpy as np
+    import pandas as pd
+
+    from operators.features import feature_programs
+    from operators.harness import assemble
+    from operators.models import model_code
+    from sandbox import Limits, run_script
+
+    ctx = TaskContext(preview="", target="y", task_type="regression", metric="rmse",
+                      maximize=False)
+    square = "def add_features(df):\n    df['x_squared'] = df['x'] ** 2\n    return df\n"
+    params = {"alpha": 1e-9}
+    kept = make_node("f", operator=Operator.FEATURES,
+                     code=assemble(ctx, model_code(ctx, "linear", params, [square], check=True)))
+    journal = Journal([replace(kept, feature_set="f")])
+    trial = Proposal(Operator.TUNE, None, 0.0, idea="linear@f trial 0", family="linear",
+                     params=tuple(params.items()), feature_set="f")
+    on_set = kind_of(Operator.TUNE).engine_code(ctx, trial, journal)
+    raw = kind_of(Operator.TUNE).engine_code(ctx, replace(trial, feature_set=""), journal)
+    assert feature_programs(on_set.code) == feature_programs(on_set.all_folds_code) == [square]
+    assert feature_programs(raw.all_folds_code) == [] and "feature set f" in on_set.plan
+    x = np.linspace(-3, 3, 20)
+    inputs = {"train.csv": pd.DataFrame({"x": x, "y": x**2}).to_csv(index=False).encode(),
+              "folds.csv": pd.DataFrame({"fold": np.arange(20) % 2}).to_csv(
+                  index=False).encode(),
+              "test.csv": b"x\n0.5\n"}
+
+    def out_of_fold(code: str) -> np.ndarray:
+        result = run_script(code, inputs, Limits(wall_seconds=60))
+        assert result.status == "ok", result.stderr_tail
+        return pd.read_csv(io.BytesIO(result.valid_csv)).prediction.to_numpy()
+
+    assert np.allclose(out_of_fold(on_set.all_folds_code), x**2, atol=1e-6)
+    assert not np.allclose(out_of_fold(raw.all_folds_code), x**2, atol=0.5)

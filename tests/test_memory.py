@@ -38,6 +38,7 @@ from engine.memory import main as memory_main
 from engine.run import main as run_main
 from engine.summary import memory_section
 from operators.context import TaskContext
+from operators.harness import model_part
 from operators.kinds import build_prompt
 from operators.memory import (
     AS_STORED,
@@ -54,7 +55,7 @@ from operators.memory import (
 from search.greedy import GreedyPolicy
 from search.journal import Journal
 from search.mcts import MCTSPolicy
-from search.node import Operator, Status
+from search.node import Node, Operator, Status
 from search.policy import Proposal
 from tests.helpers import make_node
 
@@ -435,6 +436,34 @@ def test_code_that_names_its_tasks_columns_is_no_case() -> None:
     assert names_a_column("X['v'] = np.log1p(X['v'])", ["v", "loc"])
     assert names_a_column('X["loc"] * 2', ["v", "loc"])
     assert not names_a_column("model = Ridge(alpha=0.1)  # 'alpha'", ["v", "loc"])
+
+
+def test_code_that_applies_feature_programs_is_no_case() -> None:
+    # A feature program names this task's columns (here only through df, which the column
+    # check cannot see): code that applies one is no case, whatever it names.
+    from engine.memory import _cases
+    from operators.harness import assemble
+    from operators.models import model_code
+
+    ctx = TaskContext(preview="", target="y", task_type="regression", metric="rmse",
+                      maximize=False)
+    program = "def add_features(df):\n    return df.assign(total=df.sum(axis=1))\n"
+
+    def tune(node_id: str, metric: float, programs: list[str], feature_set: str) -> Node:
+        code = assemble(ctx, model_code(ctx, "linear", {"alpha": metric}, programs))
+        return replace(make_node(node_id, operator=Operator.TUNE, metric=metric, code=code),
+                       feature_set=feature_set)
+
+    base = make_node("base", operator=Operator.BASELINE, metric=0.5)
+    plain = tune("plain", 0.6, [], "")
+    on_set = tune("on_set", 0.9, [program], "f")
+    journal = Journal([base, plain, on_set])
+    stored = _cases(journal, "mark", "rmse", ["a", "b"])
+    assert [c["code"] for c in stored] == [model_part(plain.code).strip()]
+    assert "FEATURE_PROGRAMS" in on_set.code and not names_a_column(on_set.code, ["a", "b"])
+    # the same code recorded on no feature set would be stored, best first
+    journal = Journal([base, plain, replace(on_set, feature_set="")])
+    assert len(_cases(journal, "mark", "rmse", ["a", "b"])) == 2
 
 
 def test_the_shipped_memory_is_read_with_the_users(tmp_path: Path) -> None:

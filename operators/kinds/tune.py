@@ -1,5 +1,5 @@
 """An Optuna trial (`tune`), asked in the driver by the floor: new hyperparameters for a model
-family, or new values of an LLM-written node's `PARAMS` dict."""
+family on a feature set, or new values of an LLM-written node's `PARAMS` dict."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class Tune(FloorKind):
 
     def engine_code(self, ctx: TaskContext, proposal: Proposal, journal: Journal) -> EngineCode:
         if proposal.family:
-            return family_code(ctx, proposal, "Optuna trial")
+            return family_code(ctx, proposal, "Optuna trial", journal)
         # A trial of an LLM-written node: its code with new PARAMS values, which stays
         # LLM-written code, so it runs fold by fold like its parent.
         parent = journal.get(str(proposal.parent_id))
