@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from actors.llm import parse_routes, parse_spec, routes_from_mapping
+from actors.llm import make_llm, parse_routes, parse_spec, routes_from_mapping
 from engine.config import RunConfig, load_task_yaml
 from engine.run import main
 from search.errors import UserError
@@ -57,6 +57,26 @@ def test_specs_keep_their_own_equals_signs_and_colons() -> None:
     ("openai:ftp://h/v1#m", "http:// or https://"),
 ])
 def test_bad_routes_are_user_errors(text: str, needle: str) -> None:
+    with pytest.raises(UserError, match=needle):
+        parse_routes(text)
+
+
+def test_none_is_a_spec_without_any_pool() -> None:
+    assert parse_spec("none") == ("none", "")
+    routes = parse_routes(" none ")
+    assert routes.none and routes.specs == [] and routes.text() == "none"
+    assert {routes.spec_for(op) for op in Operator} == {"none"}
+    assert not parse_routes("llama").none
+    with pytest.raises(UserError, match="none makes no LLM"):
+        make_llm("none")
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("none:model.gguf", "none takes no argument"),
+    ("draft=none;llama", "cannot be routed beside other specs"),
+    ("llama;debug=none", "cannot be routed beside other specs"),
+])
+def test_none_routed_beside_a_model_is_a_user_error(text: str, needle: str) -> None:
     with pytest.raises(UserError, match=needle):
         parse_routes(text)
 
