@@ -81,6 +81,20 @@ def test_none_routed_beside_a_model_is_a_user_error(text: str, needle: str) -> N
         parse_routes(text)
 
 
+def test_llm_none_asks_no_model_what_a_request_leaves_open(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "d.csv").write_text("a,b,y\n" + "".join(f"{i},{i % 3},{i % 2}\n"
+                                                         for i in range(40)))
+    monkeypatch.chdir(tmp_path)
+    code = main(["--task", "predict something from d.csv", "--llm", "none",
+                 "--out", str(tmp_path / "runs")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err == ("error: the request does not say the target; say it in the "
+                                 "request (e.g. 'predict COLUMN from FILE.csv') or pass flags")
+    assert not (tmp_path / "runs").exists()
+
+
 def test_parse_spec_splits_kind_and_argument() -> None:
     assert parse_spec("openai:http://127.0.0.1:8000/v1#qwen") == (
         "openai", "http://127.0.0.1:8000/v1#qwen")
