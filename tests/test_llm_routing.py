@@ -175,3 +175,21 @@ def test_run_routes_drafts_and_improvements_to_their_models(tmp_path: Path) -> N
     assert set(nodes[nodes.operator == "improve"].llm_actor) <= {"llm1-0"}
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["model"] == "scripted:big.json, scripted:small.json"
+
+
+@pytest.mark.slow  # a whole search, about 20 s on 2 cores
+def test_llm_none_stops_when_the_engine_has_nothing_left_to_run(tmp_path: Path) -> None:
+    """No floor, no ensembles: the baseline root is all there is to run, and the loop, with no
+    LLM pool to wait on, stops after it instead of at the budget."""
+    rows = "".join(f"{i},{(i * 7) % 5},{i * 0.3 + (i * 7) % 5}\n" for i in range(80))
+    (tmp_path / "d.csv").write_text("a,b,y\n" + rows)
+    out = tmp_path / "runs"
+    assert main(["--data", str(tmp_path / "d.csv"), "--target", "y", "--llm", "none",
+                 "--no-floor", "--no-ensemble", "--budget", "10m", "--quiet", "--memory", "off",
+                 "--no-save-model", "--out", str(out)]) == 0
+    (run,) = list(out.iterdir())
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["spent"]["stopped_by"] == "nothing left to run"
+    assert manifest["model"] == "none"
+    nodes = pd.read_parquet(run / "nodes")
+    assert list(nodes.operator) == ["baseline"] and (nodes.status == "ok").all()
