@@ -303,7 +303,8 @@ def engine_argv(job: Job, dataset: Dataset, settings: Settings, folder: Path, da
             "--seed", str(job.seed), "--split-seed", str(settings.split_seed),
             "--budget", f"{settings.budget:g}s", "--llm", NO_LLM if floor else settings.llm,
             # Both arms hold the same CPUs: the one the LLM actor takes is the floor's executor.
-            "--executors", str(settings.executors + floor), "--out", str(folder), "--quiet",
+            "--executors", str(settings.executors + (1 if floor else 0)),
+            "--out", str(folder), "--quiet",
             # Saving the answer's model changes no score and would run past the budget; no
             # memory unless asked for (`--memory PATH` passes through): a benchmark must not
             # depend on what this machine ran before, nor add to the user's memory.
