@@ -38,8 +38,9 @@ _FORBIDDEN_NAMES = frozenset({
 # pandas / numpy calls that read or write files (to_numeric, to_datetime, to_timedelta: fine)
 _FILE_ATTRIBUTES = re.compile(
     r"^(read_\w+|to_(csv|pickle|parquet|json|excel|sql|hdf|feather|stata|html|latex|xml|"
-    r"markdown|clipboard|orc)|load\w*|save\w*|loadtxt|genfromtxt|fromfile|fromregex|"
-    r"tofile|memmap|ctypeslib|system|popen)$")
+    r"markdown|clipboard|orc)|load\w*|save\w*|open\w*|genfromtxt|fromfile|fromregex|"
+    r"tofile|memmap|HDFStore|ExcelFile|ExcelWriter|DataSource|io|lib|ctypeslib|f2py|"
+    r"distutils|testing|system|popen)$")
 MAX_COLUMNS = 10  # a program adds a few columns; more is a sign of a loop over every column
 MAX_MISSING = 0.5  # share of rows a new column may leave missing (NaN, or inf turned NaN)
 # The sandboxed script prints this line with the columns the program added or changed.
@@ -102,7 +103,7 @@ def _refused(node: ast.AST, target: str) -> str:
         if node.attr.startswith("_"):
             return f"it uses the private attribute {node.attr!r}"
         if _FILE_ATTRIBUTES.match(node.attr):
-            return f"it calls {node.attr!r}: a program reads and writes no files"
+            return f"it uses {node.attr!r}, which reaches files or code beyond the rows"
     if isinstance(node, ast.Constant) and node.value == target and isinstance(node.value, str):
         return f"it names the target column {target!r}, which a program never gets"
     return ""

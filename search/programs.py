@@ -26,6 +26,9 @@ InFlight = Mapping[tuple[Operator, str | None], int]  # search.policy.InFlightKe
 # average. With 5 folds that is 4 of 5: a program that changes nothing passes by chance about
 # one time in six (3 of 5 would pass it about half the time).
 MAJORITY = 0.75
+# A gain this small is a tie: a column that copies another moves a model's float sums by
+# about 1e-10, which is not a better model.
+TIE = 1e-9
 # What a program rejected before any model ran says first (its node is buggy, its error this).
 REJECTED = "feature program rejected:"
 # What the LLM writes (RunConfig.llm_writes, resolved): feature programs, whole model code
@@ -68,11 +71,11 @@ def keep_rule(gains: Sequence[float]) -> tuple[bool, str]:
     finite = [g for g in gains if math.isfinite(g)]
     if not finite or len(finite) < len(gains):
         return False, "no comparable score on every group of rows"
-    better = sum(g > 0 for g in finite)
+    better = sum(g > TIE for g in finite)
     need = math.ceil(MAJORITY * len(finite))
     mean = sum(finite) / len(finite)
     tally = f"better on {better} of {len(finite)} groups, mean gain {mean:+.4g}"
-    if mean > 0 and better >= need:
+    if mean > TIE and better >= need:
         return True, f"kept: {tally}"
     return False, f"not kept: {tally} (needs a positive mean and {need} of {len(finite)})"
 

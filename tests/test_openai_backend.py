@@ -68,12 +68,18 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
             with stub.lock:
                 stub.open_now += 1
                 stub.most_open = max(stub.most_open, stub.open_now)
+            closed = False
             try:
                 todo = stub.next({"path": self.path, "headers": dict(self.headers),
                                   "json": payload})
                 time.sleep(todo.get("delay", 0.0))
                 body = todo.get("body", {})
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                # Closed before the reply is written: once the client reads it, it may send
+                # the next request before this thread runs again (seen on a loaded machine).
+                with stub.lock:
+                    stub.open_now -= 1
+                    closed = True
                 try:
                     self.send_response(todo.get("status", 200))
                     for key, value in todo.get("headers", {}).items():
@@ -85,8 +91,9 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client timed out and left
             finally:
-                with stub.lock:
-                    stub.open_now -= 1
+                if not closed:
+                    with stub.lock:
+                        stub.open_now -= 1
 
         def log_message(self, *args: object) -> None:
             pass

@@ -25,6 +25,7 @@ from tests.helpers import make_node
     ([0.01, 0.02, 0.01, -0.01, -0.001], False),  # 3 of 5: noise passes that half the time
     ([0.001, 0.001, 0.001, 0.001, -0.05], False),  # 4 of 5 but one large loss: mean negative
     ([0.0, 0.0, 0.0, 0.0, 0.0], False),  # changes nothing
+    ([-1e-10, 2e-10, 1e-10, 1e-10, 0.0], False),  # float noise of a copied column
     ([0.01, 0.02], True),
     ([0.01, -0.001], False),
     ([0.01, float("nan"), 0.02, 0.02, 0.02], False),  # a group without a score

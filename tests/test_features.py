@@ -1,0 +1,169 @@
+"""Feature programs as text (operators/features.py, operators/kinds/features.py): the checks a
+program passes before it runs, its prompt and the code that applies a chain of programs."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from operators.context import TaskContext
+from operators.features import (
+    check_program,
+    feature_programs,
+    program_source,
+    programs_block,
+)
+from operators.kinds import kind_of
+from operators.models import model_code
+from search.journal import Journal
+from search.node import Operator, Status
+from search.policy import Proposal
+from search.programs import REJECTED, Gate
+from tests.helpers import make_node
+
+COLUMNS = ("rooms", "area", "built", "city")
+GOOD = ('def add_features(df):\n'
+        '    df["area_per_room"] = df["area"] / (df["rooms"] + 1e-9)\n    return df\n')
+
+# Each planted program tries to reach what a program must never see: the target, the test
+# rows, a label file, the interpreter. Every one is refused on its text, before it runs.
+PLANTED = {
+    "target by name": 'def add_features(df):\n    df["t"] = df["price"] * 2\n    return df\n',
+    "target assigned": 'def add_features(df):\n    df["price"] = 0\n    return df\n',
+    "test rows": ('import pandas as pd\n\ndef add_features(df):\n'
+                  '    test = pd.read_csv("input/test.csv")\n'
+                  '    df["n"] = len(test)\n    return df\n'),
+    "label file": ('def add_features(df):\n    labels = open("../task/valid_labels.csv").read()\n'
+                   '    df["n"] = len(labels)\n    return df\n'),
+    "os import": ('import os\n\ndef add_features(df):\n'
+                  '    df["n"] = len(os.listdir("."))\n    return df\n'),
+    "dunder import": ('def add_features(df):\n    pd = __import__("pandas")\n'
+                      '    df["n"] = len(pd.read_csv("input/train.csv"))\n    return df\n'),
+    "getattr": ('import pandas as pd\n\ndef add_features(df):\n'
+                '    r = getattr(pd, "read_" + "csv")\n    df["n"] = len(r("input/train.csv"))\n'
+                '    return df\n'),
+    "introspection": ('def add_features(df):\n    g = add_features.__globals__\n'
+                      '    df["n"] = len(g)\n    return df\n'),
+    "eval": 'def add_features(df):\n    df["n"] = eval("1")\n    return df\n',
+    "numpy file": ('import numpy as np\n\ndef add_features(df):\n'
+                   '    df["n"] = np.loadtxt("input/train.csv", delimiter=",", skiprows=1)[:, 0]\n'
+                   '    return df\n'),
+    "pandas io": ('import pandas as pd\n\ndef add_features(df):\n'
+                  '    df["n"] = len(pd.io.parsers.read_csv("input/test.csv"))\n'
+                  '    return df\n'),
+    "module-level code": ('x = open("input/test.csv").read()\n\n'
+                          'def add_features(df):\n    return df\n'),
+}
+
+
+@pytest.mark.parametrize("name", list(PLANTED))
+def test_planted_programs_are_refused_on_their_text(name: str) -> None:
+    problem = check_program(PLANTED[name], COLUMNS, "price")
+    assert problem, f"{name} passed the checks"
+
+
+@pytest.mark.parametrize(("source", "fragment"), [
+    ("def add_features(df)\n    return df\n", "does not parse"),
+    ("def features(df):\n    return df\n", "defines no add_features"),
+    ('def add_features(df):\n    df["x"] = df["floor"] * 2\n    return df\n',
+     "column 'floor'"),
+    ('import sklearn\n\ndef add_features(df):\n    return df\n', "imports 'sklearn'"),
+])
+def test_a_refusal_says_why(source: str, fragment: str) -> None:
+    assert fragment in check_program(source, COLUMNS, "price")
+
+
+def test_a_good_program_passes_and_may_read_the_columns_it_made() -> None:
+    chained = ('import numpy as np\n\ndef add_features(df):\n'
+               '    df = df.assign(age=2024 - df["built"])\n'
+               '    df["old"] = np.where(df["age"] > 30, 1, 0)\n'
+               '    df["city_len"] = df["city"].str.len()\n    return df\n')
+    assert check_program(GOOD, COLUMNS, "price") == ""
+    assert check_program(chained, COLUMNS, "price") == ""
+
+
+def test_the_program_is_read_from_its_block() -> None:
+    reply = f"Here it is:\n```python\n{GOOD}```\nIt adds a ratio."
+    assert program_source(reply) == GOOD
+    assert program_source(GOOD) == GOOD
+
+
+def test_a_chain_is_read_back_from_the_code_that_applies_it() -> None:
+    ctx = TaskContext(preview="p", target="price", task_type="regression", metric="rmse",
+                      maximize=False, columns=COLUMNS)
+    code = model_code(ctx, "lgbm", {"n_estimators": 10}, [GOOD, GOOD.replace("area_per", "x")])
+    assert feature_programs(code) == [GOOD, GOOD.replace("area_per", "x")]
+    assert feature_programs(model_code(ctx, "lgbm", {"n_estimators": 10})) == []
+    assert "with_features" not in model_code(ctx, "lgbm", {"n_estimators": 10})
+
+
+def _run_check(program: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """The sandboxed script's check, run on a small frame in a child process."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"rooms": rng.integers(1, 6, 40), "area": rng.uniform(20, 200, 40),
+                          "built": rng.integers(1950, 2020, 40), "city": ["a", "bb"] * 20})
+    frame.to_csv(tmp_path / "x.csv", index=False)
+    script = ("import numpy as np\nimport pandas as pd\nTARGET = 'price'\n"
+              "X = pd.read_csv('x.csv')\n" + programs_block([GOOD, program], check=True))
+    return subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.mark.parametrize(("program", "why"), [
+    ('def add_features(df):\n    df["r"] = df["area"].rank()\n    return df\n', "other rows"),
+    ('def add_features(df):\n    df["m"] = df["area"] - df["area"].mean()\n    return df\n',
+     "other rows"),
+    ('def add_features(df):\n    return df.iloc[:10]\n', "rows for"),
+    ('import numpy as np\n\ndef add_features(df):\n    df["x"] = np.nan\n    return df\n',
+     "missing"),
+    ('def add_features(df):\n    return df\n', "no column"),
+    ('def add_features(df):\n    df["t"] = df[chr(112) + "rice"]\n    return df\n',
+     "reads the target"),
+    ('def add_features(df):\n    return df.values\n', "not the DataFrame"),
+])
+def test_the_rows_check_refuses_before_any_model(program: str, why: str,
+                                                 tmp_path: Path) -> None:
+    done = _run_check(program, tmp_path)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert REJECTED in last and why in last, last
+
+
+def test_the_rows_check_reports_what_a_good_program_added(tmp_path: Path) -> None:
+    done = _run_check('def add_features(df):\n    df["old"] = (2024 - df["built"]) > 30\n'
+                      '    return df\n', tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert '__treeml_features__ {"added": ["old"]}' in done.stdout
+
+
+def test_the_prompt_lists_what_was_tried_and_reads_a_reply() -> None:
+    ctx = TaskContext(preview="price of a flat from rooms, area, built, city", target="price",
+                      task_type="regression", metric="rmse", maximize=False, columns=COLUMNS)
+    kept = dataclasses.replace(
+        make_node("k1", operator=Operator.FEATURES, step=1),
+        gate=Gate("b", (0.1, 0.2, 0.1, 0.1), True, "kept", ("area_per_room",)).to_json())
+    refused = dataclasses.replace(make_node("r1", operator=Operator.FEATURES, step=2,
+                                            status=Status.BUGGY),
+                                  error=f"{REJECTED} it reads the target column 'price'")
+    journal = Journal([make_node("b", operator=Operator.BASELINE), kept, refused])
+    kind = kind_of(Operator.FEATURES)
+    proposal = Proposal(Operator.FEATURES, "k1", 0.7, idea="b", family="lgbm",
+                        params=(("n_estimators", 10),))
+    prompt = kind.prompt(ctx, proposal, journal)
+    text = prompt.messages[-1]["content"]
+    assert "kept (gain +0.125): added area_per_room" in text
+    assert "refused: it reads the target column 'price'" in text
+    assert prompt.max_tokens <= 400 and prompt.tag == "features"
+    # the stable part is the same for every program of the run (prefix cache)
+    other = kind.prompt(ctx, dataclasses.replace(proposal, parent_id=None), Journal([]))
+    stable = text.split("# Programs already tried")[0]
+    assert other.messages[-1]["content"].startswith(stable.split("# The model now")[0])
+    parsed = kind.read(f"```python\n{GOOD}```", ctx)
+    assert parsed.problem == "" and "area_per_room" in parsed.plan
+    assert kind.read(f"```python\n{PLANTED['test rows']}```", ctx).problem.startswith(REJECTED)

@@ -1,0 +1,79 @@
+"""Feature programs through the whole engine (CLI -> Ray -> real sandbox -> store): a scripted
+LLM writes a program that helps, one that reads the target, one that uses other rows and one
+that changes nothing. Only the first is kept; each refusal says why before any model ran; the
+answer applies the kept program, and engine.predict computes it for new rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from engine.predict import main as predict_main
+from engine.run import main
+from engine.runs import open_run
+from search.node import Operator, Status
+from search.programs import REJECTED, gate_of, is_kept, program_counts
+
+HELPS = 'def add_features(df):\n    df["ab"] = df["a"] * df["b"]\n    return df\n'
+TARGET = 'def add_features(df):\n    df["t"] = df["y"] + 1\n    return df\n'  # refused on its text
+RANK = 'def add_features(df):\n    df["r"] = df["c"].rank()\n    return df\n'  # on the rows
+COPY = 'def add_features(df):\n    df["c2"] = df["c"] + 0.0\n    return df\n'  # changes nothing
+# A program refused on its text is asked for once more, showing why: TARGET twice.
+PROGRAMS = [HELPS, TARGET, TARGET, RANK, COPY]
+
+
+def _data(path: Path, rows: int = 400, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    a, b, c = rng.uniform(-2, 2, size=(3, rows))
+    frame = pd.DataFrame({"a": a, "b": b, "c": c, "y": a * b + 0.05 * rng.normal(size=rows)})
+    frame.to_csv(path, index=False)
+    return frame
+
+
+@pytest.mark.slow
+def test_a_program_that_helps_is_kept_and_the_others_are_refused(tmp_path: Path) -> None:
+    _data(tmp_path / "train.csv")
+    replies = {"features": [f"```python\n{p}```" for p in PROGRAMS]}
+    (tmp_path / "replies.json").write_text(json.dumps(replies))
+    out = tmp_path / "runs"
+    assert main(["--data", str(tmp_path / "train.csv"), "--target", "y",
+                 "--llm", f"scripted:{tmp_path / 'replies.json'}", "--llm-writes", "features",
+                 "--no-floor", "--no-ensemble", "--max-nodes", "6", "--budget", "4m",
+                 "--folds", "3", "--executors", "2", "--quiet", "--out", str(out)]) == 0
+    (run_dir,) = [p for p in out.iterdir() if not p.name.startswith(".")]
+    run = open_run(run_dir)
+    programs = sorted(run.journal.nodes_of(Operator.FEATURES), key=lambda n: n.step)
+    by_reply = {n.reply.split("```python\n")[1].removesuffix("```"): n for n in programs}
+    helps = by_reply[HELPS]
+    assert is_kept(helps), helps.gate
+    gate = gate_of(helps)
+    assert gate is not None and gate.added == ("ab",) and gate.reference
+    assert run.journal.get(gate.reference).operator is Operator.BASELINE
+    assert helps.feature_set == helps.node_id and helps.parent_id is None
+    target = by_reply[TARGET]
+    assert target.status is Status.BUGGY and target.error.startswith(REJECTED)
+    assert "target" in target.error and not target.runs.strip("[]")  # never ran
+    rows = by_reply[RANK]
+    assert rows.status is Status.BUGGY and rows.error.startswith(REJECTED)
+    assert "other rows" in rows.error and len(json.loads(rows.runs)) == 1  # fold 0 only
+    copies = [n for n in programs if n.reply.endswith(f"{COPY}```") and n.is_ok]
+    assert copies and not any(gate_of(n).kept for n in copies)  # type: ignore[union-attr]
+    # Programs proposed once the first was kept build on it (the LLM answers at once here,
+    # so the earlier ones were proposed on the columns as they are).
+    later = [n for n in programs if n.created_at > helps.finished_at]
+    assert all(n.parent_id == helps.node_id for n in later)
+    counts = program_counts(run.journal)
+    assert counts.kept == 1 and counts.rejected == 2
+    # The answer is the kept program's node (confirmed over the baseline by a wide margin);
+    # its solution applies the program, and engine.predict computes it for new rows.
+    assert run.journal.final().node_id == helps.node_id
+    assert "FEATURE_PROGRAMS" in (run_dir / "best" / "solution.py").read_text()
+    new = _data(tmp_path / "new.csv", rows=50, seed=1)
+    assert predict_main([str(run_dir), str(tmp_path / "new.csv"), "-o",
+                         str(tmp_path / "pred.csv")]) == 0
+    predicted = pd.read_csv(tmp_path / "pred.csv")["prediction"].to_numpy()
+    assert np.sqrt(np.mean((predicted - new["y"].to_numpy()) ** 2)) < 0.2
