@@ -8,10 +8,11 @@ once in one event loop (vLLM) offers `agenerate` instead and runs in an async ac
     vllm:<model-or-path>         vLLM engine in the actor (GPUs, tensor parallel, prefix cache)
     openai:<base_url>#<model>    any OpenAI-compatible server (/v1/chat/completions)
     scripted:FILE.json           replays replies, for tests
+    none                         no LLM at all: the engine's floor alone (the LLM-gain arm)
 
 `--llm` holds one spec, or several routed by operator (see `parse_routes`):
-`draft,improve=vllm:big;debug=vllm:small`. Heavy libraries are imported inside the backend
-that needs them, with an error naming the extra.
+`draft,improve=vllm:big;debug=vllm:small` (`none` stands alone). Heavy libraries are imported
+inside the backend that needs them, with an error naming the extra.
 """
 
 from __future__ import annotations
@@ -142,7 +143,10 @@ BACKENDS: dict[str, Backend] = {
     "openai": Backend(_openai, concurrency=8),
 }
 SPEC_HELP = ("llama, llama:/path/model.gguf, vllm:MODEL, openai:BASE_URL#MODEL, "
-             "scripted:FILE.json")
+             "scripted:FILE.json, none")
+# The spec of a search without any LLM: no actor, no model, no prompt; only the engine's own
+# work (the baseline root, the floor's portfolio and trials, ensembles) runs.
+NO_LLM = "none"
 
 
 def split_openai(arg: str) -> tuple[str, str]:
@@ -159,6 +163,10 @@ def split_openai(arg: str) -> tuple[str, str]:
 def parse_spec(spec: str) -> tuple[str, str]:
     """`"llama"` -> ("llama", ""); `"scripted:replies.json"` -> ("scripted", "replies.json")."""
     kind, _, arg = spec.strip().partition(":")
+    if kind == NO_LLM:
+        if arg:
+            raise UserError(f"--llm {spec.strip()!r}: none takes no argument; use --llm none")
+        return kind, arg
     if kind not in BACKENDS:
         raise UserError(f"unknown LLM spec {spec!r}; use one of: {SPEC_HELP}")
     if kind in ("scripted", "vllm", "openai") and not arg:
@@ -176,6 +184,8 @@ def backend_of(spec: str) -> Backend:
 
 def make_llm(spec: str, **options: object) -> LLM | AsyncLLM:
     kind, arg = parse_spec(spec)
+    if kind == NO_LLM:
+        raise UserError("--llm none makes no LLM; name a model, e.g. --llm llama")
     return BACKENDS[kind].factory(arg, dict(options))
 
 
@@ -199,8 +209,13 @@ class Routes:
 
     @property
     def specs(self) -> list[str]:
-        """Distinct specs, in order: one actor pool each."""
-        return list(dict.fromkeys(spec for _, spec in self.entries))
+        """Distinct specs, in order: one actor pool each (none for `--llm none`)."""
+        return list(dict.fromkeys(spec for _, spec in self.entries if spec != NO_LLM))
+
+    @property
+    def none(self) -> bool:
+        """`--llm none`: no LLM serves any operator."""
+        return not self.specs
 
     def spec_for(self, operator: Operator) -> str:
         for ops, spec in self.entries:
@@ -254,6 +269,10 @@ def parse_routes(text: str) -> Routes:
                                 "only one may be the default (e.g. 'debug=SPEC2;SPEC')")
         parse_spec(spec)
         entries.append((tuple(ops), spec))
+    if len(entries) > 1 and any(parse_spec(spec)[0] == NO_LLM for _, spec in entries):
+        raise UserError(f"--llm {text!r}: none means no LLM at all and cannot be routed "
+                        "beside other specs; pass --llm none alone, or name a model for every "
+                        "operator")
     return Routes(tuple(entries))
 
 

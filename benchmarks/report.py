@@ -10,7 +10,11 @@ rank of each method (ranked per task on the mean test score, ties averaged); win
 losses of every method against autogluon, optuna and sela (those present); each method's wall
 time against its budget; figures of each run's test score per task, of the scores relative to
 LightGBM and of the best valid score over time (the runs' node Parquet, or the baselines'
-result.json). Only rows with status ok count; failed ones are listed at the end.
+result.json). With the floor arm (`benchmarks.run --floor-arm`), the LLM gain per task: the
+answer's test score with and without the LLM (mean over outer folds), their difference paired
+by outer fold with its spread, what became of the LLM's feature programs, and on how many tasks
+the LLM won, lost or tied within that spread. Only rows with status ok count; failed ones are
+listed at the end.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from benchmarks.run import FLOOR
 from engine.store import RunStore
 from search.errors import EngineError, UserError, error_exit
 from search.metric import METRICS, normalised_score
@@ -117,6 +122,57 @@ def best_so_far(points: list[tuple[float, float]], maximize: bool) -> list[tuple
         else:
             out.append((t, out[-1][1]))
     return out
+
+
+@dataclass(frozen=True)
+class Gain:
+    """One task's search with the LLM against the same search without it (the floor arm),
+    paired by outer fold; each fold's score is the mean over its seeds."""
+
+    task: str
+    method: str
+    with_llm: float  # mean over the paired folds
+    without: float
+    differences: tuple[float, ...]  # per fold, signed so that above zero the LLM did better
+
+    @property
+    def mean(self) -> float:
+        return mean(list(self.differences))
+
+    @property
+    def spread(self) -> float:
+        """The sd of the paired differences over folds (0 with one fold)."""
+        return sd(list(self.differences))
+
+    @property
+    def verdict(self) -> str:
+        """won, lost, or tied: a mean difference within the folds' spread is a tie."""
+        if same(self.with_llm, self.without) or abs(self.mean) <= self.spread:
+            return "tied"
+        return "won" if self.mean > 0 else "lost"
+
+
+def llm_gains(rows: pd.DataFrame, maximize: dict[str, bool]) -> list[Gain]:
+    """Per task and search method, its gain over the floor arm on the outer folds both ran."""
+    # task -> method -> fold -> its runs' test scores (one per seed)
+    scores: dict[str, dict[str, dict[int, list[float]]]] = {}
+    for row in rows[rows.kind == "policy"].to_dict("records"):
+        scores.setdefault(str(row["task"]), {}).setdefault(str(row["method"]), {}).setdefault(
+            _int(row.get("fold")), []).append(float(row["test"]))
+    gains = []
+    for task, methods in scores.items():
+        floor = methods.get(FLOOR, {})
+        sign = 1.0 if maximize[task] else -1.0
+        for method, llm in methods.items():
+            folds = sorted(set(llm) & set(floor))
+            if method == FLOOR or not folds:
+                continue
+            with_llm = [mean(llm[f]) for f in folds]
+            without = [mean(floor[f]) for f in folds]
+            gains.append(Gain(task, method, mean(with_llm), mean(without),
+                              tuple(sign * (a - b) for a, b in zip(with_llm, without,
+                                                                   strict=True))))
+    return gains
 
 
 # ---- tables ----------------------------------------------------------------------------------
@@ -290,6 +346,7 @@ def render(rows: pd.DataFrame, failed: pd.DataFrame, figures: dict[str, str],
         else:
             lines.append(f"No `{reference}` runs in these results: run with "
                          f"`--baselines ...,{reference}`.")
+    lines += gain_section(rows, res)
     lines += ["", "## Wall time", "",
               "Measured seconds per run (a search: the engine's own count; a baseline: fit, "
               "predict and score) against the budget it was given.", ""]
@@ -316,6 +373,49 @@ def render(rows: pd.DataFrame, failed: pd.DataFrame, figures: dict[str, str],
                           str(r["seed"]), str(r["error"]).replace("|", "/")[:200]]
                          for r in failed.to_dict("records")])
     return "\n".join(lines) + "\n"
+
+
+PROGRAM_COLUMNS = ("programs_proposed", "programs_rejected", "programs_failed",
+                   "programs_scored", "programs_kept")
+
+
+def gain_section(rows: pd.DataFrame, res: Results) -> list[str]:
+    """The LLM-gain table and its tally; nothing without the floor arm."""
+    gains = llm_gains(rows, res.maximize)
+    if not gains:
+        return []
+    lines = ["", "## LLM gain: the same search with and without the LLM", "",
+             f"`{FLOOR}` is the same engine search with `--llm none`: no LLM started, the "
+             "floor alone (baseline root, portfolio, Optuna trials, ensembles). Scores are the "
+             "answer's test score, the mean over outer folds (each fold: the mean over seeds); "
+             "the difference is paired by fold and signed so that above zero the LLM did "
+             "better, ± its sd over folds. A difference within that spread is a tie. "
+             "Programs: the LLM's feature programs over all runs, proposed / refused by the "
+             "checks / failed / scored / kept.", ""]
+    body = []
+    for gain in gains:
+        runs = rows[(rows.task == gain.task) & (rows.method == gain.method)]
+        counts = " / ".join(str(int(runs[c].fillna(0).sum())) if c in runs else "n/a"
+                            for c in PROGRAM_COLUMNS)
+        seconds = (runs.program_llm_seconds.dropna().astype(float)
+                   if "program_llm_seconds" in runs else pd.Series(dtype=float))
+        uses = (f"{int(runs.answer_uses_program.fillna(False).astype(bool).sum())} of {len(runs)}"
+                if "answer_uses_program" in runs else "n/a")
+        body.append([gain.task, res.metric[gain.task], gain.method, _fmt(gain.with_llm),
+                     _fmt(gain.without),
+                     f"{gain.mean:+.4g} ± {gain.spread:.2g} ({len(gain.differences)})",
+                     gain.verdict, counts,
+                     _fmt(float(seconds.median())) if len(seconds) else "n/a", uses])
+    lines += _table(["task", "metric", "method", "with LLM", FLOOR, "LLM − floor",
+                     "verdict", "programs", "median LLM s per program",
+                     "answer uses a kept program (runs)"], body)
+    lines.append("")
+    for method in dict.fromkeys(g.method for g in gains):
+        verdicts = [g.verdict for g in gains if g.method == method]
+        lines.append(f"- with the LLM, {method} won on {verdicts.count('won')} of "
+                     f"{len(verdicts)} tasks, lost on {verdicts.count('lost')} and tied on "
+                     f"{verdicts.count('tied')} within the folds' spread.")
+    return lines
 
 
 def wall_time(rows: pd.DataFrame, methods: list[str]) -> list[list[str]]:

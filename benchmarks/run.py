@@ -2,7 +2,8 @@
 
     python -m benchmarks.run --suite lite --policies greedy,mcts,sela \\
         --baselines lgbm,optuna,autogluon,flaml --seeds 3 --budget 10m [--protocol amlb|sela] \\
-        [--outer-folds N] [--llm SPEC] [--address auto] [--out DIR] [ENGINE FLAGS...]
+        [--outer-folds N] [--llm SPEC] [--floor-arm] [--address auto] [--out DIR] \\
+        [ENGINE FLAGS...]
 
 A policy is one `engine.run` search with `--policy NAME --seed S --metric M`; a baseline is
 fitted here (`benchmarks.baselines`). The protocol names the metric of each task type (`sela`:
@@ -15,6 +16,13 @@ the search only (policy, LLM sampling, library seeds), as SELA keeps its splits 
 method and seed of a fold sees byte-identical data (`data_hash` in each row). Baselines get the
 same wall-clock budget (`--baseline-budget` to change it) and learn from the same rows (train +
 valid). Unknown flags go to every engine run (e.g. `--max-nodes 20`).
+
+`--floor-arm` adds the method `floor`: the same engine search with `--llm none` (no LLM
+started; the floor alone), once per task, fold and seed, so that the report can pair the
+answer with and without the LLM (its LLM-gain table). The core the LLM actor holds in the
+other searches is one more executor there, as `engine.run --llm none` does. Each search's row
+also counts its feature programs (proposed, refused by the checks, failed, scored, kept), their
+median LLM seconds, and whether the answer trains on a kept one.
 
 Rows go to OUT/results.parquet (rewritten whole after each job, by rename), fold files to
 OUT/folds/<task>/fold<F>/, run directories to OUT/runs/<task>/fold<F>/<method>/seed<S>/. One OUT
@@ -45,24 +53,31 @@ from typing import Any
 
 import pandas as pd
 
+from actors.llm import NO_LLM
 from benchmarks.baselines import BASELINES
 from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import PROTOCOLS, Dataset, suite
 from engine.config import parse_budget
 from engine.folds import fold_splitter
+from engine.runs import open_run
 from engine.store import RunStore
 from engine.task import TaskSpec, prepare_task
 from fileio import replacing, write_atomic
 from search.errors import EngineError, UserError, error_exit
 from search.policy import available
+from search.programs import kept_programs_used, program_counts
 
 RESULTS = "results.parquet"
 COLUMNS = (
     "task", "task_type", "metric", "method", "kind", "seed", "protocol", "fold", "outer_folds",
     "split_seed", "status", "error", "valid", "test", "nodes", "ok_nodes", "prompt_tokens",
     "completion_tokens", "seconds", "budget", "cores", "best_operator", "run_dir", "data_hash",
-    "started_at", "finished_at",
+    "started_at", "finished_at", "programs_proposed", "programs_rejected", "programs_failed",
+    "programs_scored", "programs_kept", "program_llm_seconds", "answer_uses_program",
 )
+# The method of the LLM-gain arm: an engine search with `--llm none` (its policy is never
+# asked for anything, so one arm serves every policy).
+FLOOR = "floor"
 # What one OUT holds one of (a row without them was written before they were recorded: sela,
 # the engine's own split).
 SUITE_KEYS = {"protocol": "sela", "outer_folds": 1, "split_seed": 0}
@@ -135,15 +150,19 @@ def build_parser() -> argparse.ArgumentParser:
                                      "default: one after another on this machine")
     p.add_argument("--parallel", type=int,
                    help="jobs at once on the cluster (default: cluster CPUs / (executors + 1))")
+    p.add_argument("--floor-arm", action="store_true",
+                   help=f"also run method {FLOOR!r}: the same engine search with --llm none "
+                        "(the floor alone), for the report's LLM-gain table")
     return p
 
 
 def plan_jobs(datasets: list[Dataset], policies: list[str], baselines: list[str],
-              seeds: int, folds: int = 1) -> list[Job]:
+              seeds: int, folds: int = 1, *, floor_arm: bool = False) -> list[Job]:
     """Seed-major, then fold-major, so a stopped suite has every method's first seed and fold
-    before any second."""
+    before any second; the floor arm right after the searches it is paired with."""
+    searches = [*policies, *([FLOOR] if floor_arm else [])]
     return [Job(d.name, m, kind, s, f) for s in range(seeds) for f in range(folds)
-            for d in datasets for kind, methods in (("baseline", baselines), ("policy", policies))
+            for d in datasets for kind, methods in (("baseline", baselines), ("policy", searches))
             for m in methods]
 
 
@@ -153,10 +172,12 @@ MANAGED = ("--data", "--target", "--test", "--task", "--resume", "--policy", "--
            "--no-save-model")
 
 
-def check_engine_args(extra: list[str]) -> None:
+def check_engine_args(extra: list[str], *, floor_arm: bool = False) -> None:
     """Extra flags must be engine flags the runner does not set itself; checked once, up front,
-    so a typo fails the command instead of every run."""
+    so a typo fails the command instead of every run. With the floor arm they must also leave
+    a search without an LLM something to run (e.g. not --no-floor --no-baseline)."""
     from engine.run import build_parser as engine_parser
+    from engine.run import config_from_args
 
     clash = [a for a in extra if a.split("=", 1)[0] in MANAGED]
     if clash:
@@ -169,6 +190,13 @@ def check_engine_args(extra: list[str]) -> None:
         reason = (said.getvalue().strip().splitlines() or [""])[-1]
         raise UserError(f"bad engine flags {' '.join(extra)!r} ({reason}); see "
                         "python -m engine.run --help") from exc
+    if floor_arm:
+        args = engine_parser().parse_args(["--data", "x.csv", "--target", "y", *extra,
+                                           "--llm", NO_LLM])
+        try:
+            config_from_args(args)
+        except UserError as exc:
+            raise UserError(f"the {FLOOR} arm (--llm {NO_LLM}): {exc}") from exc
 
 
 def _names(text: str, known: list[str], what: str) -> list[str]:
@@ -267,12 +295,16 @@ def _run_baseline(job: Job, dataset: Dataset, settings: Settings, out: Path, dat
 def engine_argv(job: Job, dataset: Dataset, settings: Settings, folder: Path, data: Path,
                 test: Path | None) -> list[str]:
     """The `engine.run` command line of one search."""
+    floor = job.method == FLOOR  # the default policy, never asked: no LLM
     return ["--data", str(data), "--target", dataset.target,
             *(["--test", str(test)] if test is not None else []),
-            "--metric", dataset.metric(settings.protocol), "--policy", job.method,
+            "--metric", dataset.metric(settings.protocol),
+            *([] if floor else ["--policy", job.method]),
             "--seed", str(job.seed), "--split-seed", str(settings.split_seed),
-            "--budget", f"{settings.budget:g}s", "--llm", settings.llm,
-            "--executors", str(settings.executors), "--out", str(folder), "--quiet",
+            "--budget", f"{settings.budget:g}s", "--llm", NO_LLM if floor else settings.llm,
+            # Both arms hold the same CPUs: the one the LLM actor takes is the floor's executor.
+            "--executors", str(settings.executors + (1 if floor else 0)),
+            "--out", str(folder), "--quiet",
             # Saving the answer's model changes no score and would run past the budget; no
             # memory unless asked for (`--memory PATH` passes through): a benchmark must not
             # depend on what this machine ran before, nor add to the user's memory.
@@ -328,11 +360,12 @@ def finished_run(folder: Path) -> Path | None:
 
 def measure_run(run_dir: Path) -> dict[str, Any]:
     """A search's row from what its run directory holds."""
-    store = RunStore.open(run_dir)
-    manifest = store.manifest()
+    stored = open_run(run_dir)
+    manifest, rows, journal = stored.manifest, stored.rows, stored.journal
     result, spent = manifest.get("result", {}), manifest.get("spent", {})
-    rows = store.read_rows()
     started = float(manifest.get("starts", [{}])[0].get("at", 0.0))
+    programs = program_counts(journal)
+    answer = journal.final()
     return {
         "metric": manifest.get("metric"), "valid": result.get("best_valid"),
         "test": result.get("best_test"), "nodes": len(rows),
@@ -343,6 +376,10 @@ def measure_run(run_dir: Path) -> dict[str, Any]:
         "best_operator": result.get("best_operator"), "run_dir": str(run_dir),
         "data_hash": manifest.get("data_hash"), "started_at": started,
         "finished_at": started + float(spent.get("seconds", 0.0)),
+        "programs_proposed": programs.proposed, "programs_rejected": programs.rejected,
+        "programs_failed": programs.failed, "programs_scored": programs.scored,
+        "programs_kept": programs.kept, "program_llm_seconds": programs.median_llm_seconds,
+        "answer_uses_program": answer is not None and bool(kept_programs_used(journal, answer)),
     }
 
 
@@ -453,9 +490,9 @@ def main(argv: list[str] | None = None) -> int:
                             f"{', '.join(PROTOCOLS)}")
         if args.outer_folds < 1:
             raise UserError(f"bad --outer-folds {args.outer_folds}: it must be at least 1")
-        if not policies and not baselines:
+        if not policies and not baselines and not args.floor_arm:
             raise UserError("nothing to run: give --policies and/or --baselines")
-        check_engine_args(extra)
+        check_engine_args(extra, floor_arm=args.floor_arm)
         budget = parse_budget(args.budget)
         settings = Settings(
             budget=budget,
@@ -464,7 +501,8 @@ def main(argv: list[str] | None = None) -> int:
             address=args.address, engine_args=tuple(extra), protocol=args.protocol,
             outer_folds=args.outer_folds,
         )
-        jobs = plan_jobs(datasets, policies, baselines, args.seeds, args.outer_folds)
+        jobs = plan_jobs(datasets, policies, baselines, args.seeds, args.outer_folds,
+                         floor_arm=args.floor_arm)
         results = run_suite(jobs, {d.name: d for d in datasets}, settings, args.out,
                             args.parallel)
     except EngineError as exc:

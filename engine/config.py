@@ -44,11 +44,6 @@ def parse_budget(text: str | float | int) -> float:
     return seconds
 
 
-def default_executors() -> int:
-    """One executor per core beyond the one the LLM and driver need, at least one."""
-    return max(1, (os.cpu_count() or 2) - 1)
-
-
 def _flag(help: str, *, metavar: str | None = None, choices: tuple[str, ...] | None = None,
           parse: Any = None) -> dict[str, Any]:
     """A field that is also a command-line flag: `--name-with-dashes`, this help; a bool that
@@ -82,15 +77,17 @@ class RunConfig:
         "stop after this many nodes in total"))
     max_tokens: int | None = field(default=None, metadata=_flag(
         "stop after this many LLM tokens in total"))
-    executors: int = field(default_factory=default_executors, metadata=_flag(
-        "parallel sandboxed executors (default: cores - 1, at least 1)"))
+    # None: by the cores (`executor_count`).
+    executors: int | None = field(default=None, metadata=_flag(
+        "parallel sandboxed executors (default: cores - 1, at least 1; every core with "
+        "--llm none)"))
     # One spec, or specs routed by operator: "draft,improve=vllm:big;debug=vllm:small"
     # (task.yaml may give a mapping instead; see actors.llm.parse_routes).
     llm: str = field(default="llama", metadata=_flag(
         "llama (embedded default), llama:/path/model.gguf, vllm:MODEL_OR_PATH, "
         "openai:BASE_URL#MODEL (key from OPENAI_API_KEY), scripted:FILE.json (replay, for "
-        "tests); or specs routed by operator: 'draft,improve=SPEC1;debug=SPEC2' (an entry "
-        "without operators serves the rest)"))
+        "tests), none (no LLM at all: the engine's floor alone); or specs routed by operator: "
+        "'draft,improve=SPEC1;debug=SPEC2' (an entry without operators serves the rest)"))
     llm_writes: str = field(default="auto", metadata=_flag(
         "what the LLM writes: features (short feature programs, kept only when they make the "
         "floor's best model better on the same folds), scripts (whole model code: drafts, "
@@ -188,6 +185,14 @@ class RunConfig:
         kind = parse_spec(self.routes.spec_for(Operator.FEATURES))[0]
         return {"llama": "features", "scripted": "scripts"}.get(kind, "both")
 
+    @property
+    def executor_count(self) -> int:
+        """`executors`, or one per core beyond the one the LLM and the driver share, at least
+        one; without an LLM every core (the driver mostly waits on Ray)."""
+        if self.executors is not None:
+            return self.executors
+        return max(1, (os.cpu_count() or 2) - (0 if self.routes.none else 1))
+
     @cached_property
     def routes(self) -> Routes:
         """`llm` parsed, once: the spec serving each operator."""
@@ -218,7 +223,7 @@ class RunConfig:
         if self.llm_replicas < 1 or (self.llm_concurrency is not None
                                      and self.llm_concurrency < 1):
             raise UserError("bad --llm-replicas/--llm-concurrency: each must be at least 1")
-        if self.executors < 1:
+        if self.executors is not None and self.executors < 1:
             raise UserError(f"bad --executors {self.executors}: it must be at least 1")
         if self.folds is not None and not 1 <= self.folds <= MAX_FOLDS:
             raise UserError(f"bad --folds {self.folds}: use 1 (the holdout) to {MAX_FOLDS}")
@@ -230,6 +235,9 @@ class RunConfig:
             raise UserError(f"--llm-writes {self.llm_writes} pairs each feature program with "
                             "the floor's or the baseline root's model: drop --no-floor or "
                             "--no-baseline, or use --llm-writes scripts")
+        if self.routes.none and not (self.floor or self.baseline):
+            raise UserError("--llm none with --no-floor and --no-baseline leaves nothing to run: "
+                            "drop one of them, or name an LLM")
         from search.policy import available
 
         if self.policy not in available():

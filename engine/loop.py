@@ -10,6 +10,7 @@ node: Parquet, the Journal, the policy, the live view.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -112,7 +113,8 @@ class SearchLoop:
 
     Mixed models: `llm_pools` maps an actor name to its pool (its spec) and `route` an
     operator to the pool that serves it. A step whose pool has no free slot waits for one
-    (`queued`); proposing pauses once as many wait as there are LLM slots in all.
+    (`queued`); proposing pauses once as many wait as there are LLM slots in all. With no LLM
+    slot at all (`--llm none`) the policy is never asked: only the floor's work runs.
     """
 
     def __init__(
@@ -194,9 +196,14 @@ class SearchLoop:
                 self.stats.overhead_seconds += time.perf_counter() - tick
                 futures = self._futures()
                 if not futures:
-                    self.stats.stopped_by = "nodes or tokens"
+                    # Without an LLM (or with a policy that has nothing to propose) the work
+                    # can run out before the budget does.
+                    self.stats.stopped_by = "nothing left to run" if self._room() else \
+                        "nodes or tokens"
                     break
-                hang = min(pool.next_deadline() for pool in self._llms.values())
+                # No LLM pool (--llm none): nothing can hang, the budget alone bounds the wait.
+                hang = min((pool.next_deadline() for pool in self._llms.values()),
+                           default=math.inf)
                 done, _ = await asyncio.wait(
                     futures, timeout=max(0.0, min(self.budget.left(), hang)),
                     return_when=asyncio.FIRST_COMPLETED,

@@ -42,7 +42,7 @@ def spec_options(config: RunConfig, spec: str) -> dict[str, Any]:
     # llama.cpp threads spin at every barrier: one preempted by a candidate stalls them all
     # (measured: LightGBM beside a 2-thread llama on 2 cores went from 1.4 s to 64 s, and the
     # LLM call from 13 s to 70 s). So the LLM gets the cores the executors leave free.
-    threads = max(1, (os.cpu_count() or 2) - config.executors)
+    threads = max(1, (os.cpu_count() or 2) - config.executor_count)
     # Without a path the actor finds (or assembles) the default model on its own node: a
     # remote LLM node shares no disk with the driver.
     options: dict[str, Any] = {"seed": config.seed, "n_threads": threads}
@@ -70,10 +70,11 @@ def executor_placement(config: RunConfig) -> Placement:
 
 
 def start_workers(config: RunConfig, options: dict[str, dict[str, Any]]) -> Workers:
-    """Start every LLM pool and executor of `config` on the connected Ray."""
+    """Start every LLM pool and executor of `config` on the connected Ray (`--llm none`: the
+    executors alone)."""
     plans = [
         PoolPlan(spec, options[spec], llm_concurrency(config, spec),
                  llm_placement(config, spec), config.llm_replicas)
         for spec in config.routes.specs
     ]
-    return Workers.start(plans, config.executors, executor_placement(config))
+    return Workers.start(plans, config.executor_count, executor_placement(config))

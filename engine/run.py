@@ -88,7 +88,9 @@ def request_config(text: str, overrides: dict[str, Any], console: Console) -> Ru
                       markup=False, highlight=False)
         return make(spec, **options)
 
-    request = resolve_request(text, flags=overrides, llm=make_llm)
+    # --llm none: what the words leave open is an error that says what to add to them.
+    request = resolve_request(text, flags=overrides,
+                              llm=None if provisional.routes.none else make_llm)
     console.print(request.describe(), markup=False, highlight=False)
     return RunConfig(**request.config_values())
 

@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from actors.llm import NO_LLM
 from actors.workers import start_ray, stop_ray
 from engine.config import RunConfig, merge, task_yaml_text
 from engine.feasibility import request_warnings
@@ -164,13 +165,13 @@ class SearchRun:
         budget = Budget(config.budget, config.max_nodes, self._tokens_left(before))
         progress = Progress(self.console, self.task, journal, budget)
 
-        start_ray(config.address, config.executors
+        start_ray(config.address, config.executor_count
                   + config.llm_replicas * len(config.routes.specs))
         interrupted = False
         workers: Any = None
         try:
             workers = start_workers(config, self.options)
-            store.update_manifest(model=", ".join(workers.models()))
+            store.update_manifest(model=", ".join(workers.models()) or NO_LLM)
             loop = SearchLoop(
                 task=self.task, store=store, journal=journal,
                 # A resumed run gets its findings back from the analysis node in the Journal.
@@ -226,9 +227,11 @@ class SearchRun:
                      portfolio=config.floor, tuning=config.floor, ensembles=config.ensemble)
 
     def _first_proposals(self, requeue: list[Proposal]) -> list[Proposal]:
-        """What runs first: the analysis (with --analyst), the baseline unless one is stored
-        or was in flight at a kill, then what was in flight when the last start stopped."""
-        analysis = next_analysis(self.journal) if self.config.analyst else None
+        """What runs first: the analysis (with --analyst and an LLM), the baseline unless one
+        is stored or was in flight at a kill, then what was in flight when the last start
+        stopped."""
+        analysis = (next_analysis(self.journal)
+                    if self.config.analyst and not self.config.routes.none else None)
         if analysis is not None and not any(p.operator is Operator.ANALYZE for p in requeue):
             requeue = [analysis, *requeue]
         if self.config.baseline and not any(n.operator is Operator.BASELINE
@@ -289,6 +292,7 @@ class SearchRun:
         if "test_raw" in selection.get("refit", {}):  # the holdout's answer, refitted on all rows
             facts["best_test"], facts["refit"] = selection["refit"]["test_raw"], True
         facts["isolation"] = manifest.get("isolation", "")  # as read when this start began
+        facts["llm"] = self.config.llm
         memory_record |= remember_run(self.config, store, self.task, journal, self.console)
         facts["memory"] = memory_record
         store.update_manifest(spent=spent, result=facts, selection=selection,

@@ -47,6 +47,7 @@ def show(run: Path, console: Console, *, nodes: bool = False) -> None:
     store, manifest, tests, journal = loaded.store, loaded.manifest, loaded.tests, loaded.journal
     facts = summary_facts(journal, tests, dict(manifest.get("spent", {})))
     facts["selection"] = manifest.get("selection", {})
+    facts["llm"] = manifest.get("config", {}).get("llm", "")
     metric = str(manifest.get("metric", ""))
     spec = METRICS.get(metric)
 

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from actors.llm import NO_LLM
 from engine.task import PreparedTask
 from operators.analyst import analysis_findings
 from operators.flags import READS_OUTSIDE_INPUT, outside_reads
@@ -19,6 +20,7 @@ from operators.harness import model_part
 from operators.memory import as_stored, replaced_model
 from search.journal import Journal
 from search.node import Node, Operator
+from search.programs import gate_of, kept_programs, kept_programs_used, program_counts
 
 # Rows of the best path shown before eliding the middle: the summary must stay one screen even
 # after a long chain of improvements.
@@ -175,6 +177,7 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
                       node.operator.value for node in journal).most_common())),
         ("drafts that ran without a debug step",
          f"{facts.get('drafts_ok_without_debug', 0)} of {facts.get('drafts_run', 0)}"),
+        *([("LLM", _llm_text(facts["llm"]))] if facts.get("llm") else []),
         ("tokens", f"{prompt + completion} ({prompt} prompt, {completion} completion), "
                    f"LLM {facts.get('llm_seconds', 0.0):.0f}s"),
         ("time", f"{facts.get('seconds', 0.0):.0f}s of a {facts.get('budget', 0.0):.0f}s "
@@ -182,6 +185,13 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
         *([("workers busy", ", ".join(f"{w} {share:.0%}" for w, share in facts["busy"].items()))]
           if facts.get("busy") else []),
     ]
+
+
+def _llm_text(llm: str) -> str:
+    """The run's `--llm`, in words where it is none."""
+    if llm == NO_LLM:
+        return "none: the engine's floor alone (no LLM started, no prompt written)"
+    return f"`{llm}`"
 
 
 def _cross_fitted(facts: dict[str, Any]) -> str:
@@ -205,6 +215,35 @@ def analysis_section(journal: Journal) -> list[str]:
     last = tries[-1].error or tries[-1].status.value
     return ["## Data analysis", "",
             f"- failed {len(tries)}x (last: {last}); the search went on without findings", ""]
+
+
+def programs_section(journal: Journal) -> list[str]:
+    """The LLM's feature programs: what became of them, each kept one's added columns, mean
+    gain and tally, and whether the answer trains on one; nothing when none was proposed."""
+    programs = journal.nodes_of(Operator.FEATURES)
+    if not programs:
+        return []
+    counts = program_counts(programs)
+    median = counts.median_llm_seconds
+    lines = ["## Feature programs", "",
+             f"- {counts.proposed} proposed: {counts.rejected} refused by the checks, "
+             f"{counts.failed} failed, {counts.scored} scored, {counts.kept} kept; median LLM "
+             f"seconds per program {'n/a' if median is None else f'{median:.1f}'}"]
+    answer = journal.final()
+    if answer is not None:
+        used = kept_programs_used(journal, answer)
+        lines.append(f"- the answer ({answer.node_id}, {answer.operator.value}) "
+                     + (f"uses kept program {', '.join(used)}" if used
+                        else "uses no kept program"))
+    gates = [(node, gate) for node in kept_programs(journal)
+             if (gate := gate_of(node)) is not None]
+    if gates:
+        lines += ["", "Gains are in the normalised metric (higher is better), with the program "
+                  "minus without it, on the same held-out rows.", "",
+                  "| kept program | columns added | mean gain | tally |", "|---|---|---|---|"]
+        lines += [f"| {node.node_id} | {', '.join(gate.added) or 'n/a'} | "
+                  f"{gate.mean_gain:+.4g} | {gate.reason} |" for node, gate in gates]
+    return [*lines, ""]
 
 
 def memory_section(journal: Journal, record: dict[str, Any], metric: str) -> list[str]:
@@ -261,6 +300,7 @@ def write_summary(root: Path, task: PreparedTask, journal: Journal,
         ]
         lines.append("")
     lines += selection_section(facts.get("selection") or {}, task.metric.name)
+    lines += programs_section(journal)
     lines += _excluded_section(journal)
     lines += _verification_section(journal, facts.get("request_warnings") or [])
     lines += analysis_section(journal)

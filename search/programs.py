@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 
 from search.journal import Journal
 from search.node import Node, Operator, Status
+from search.policy import Proposal
 
 InFlight = Mapping[tuple[Operator, str | None], int]  # search.policy.InFlightKey -> count
 
@@ -143,3 +144,11 @@ def program_counts(nodes: Iterable[Node]) -> ProgramCounts:
         failed=len(programs) - rejected - scored, scored=scored,
         kept=sum(is_kept(n) for n in programs),
         llm_seconds=tuple(n.llm_seconds for n in programs))
+
+
+def kept_programs_used(journal: Journal, node: Node) -> list[str]:
+    """The kept feature programs `node` trains on: its feature set when that is kept; an
+    ensemble's, those of its members (its hint lists them), in order, each once."""
+    ids = Proposal.of(node).members if node.operator.traits.combines else (node.node_id,)
+    used = [journal.get(i).feature_set for i in ids if i in journal]
+    return [s for s in dict.fromkeys(used) if s in journal and is_kept(journal.get(s))]

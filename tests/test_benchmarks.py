@@ -25,6 +25,7 @@ from benchmarks.baselines import (
 from benchmarks.datasets import PROTOCOLS, REGISTRY
 from benchmarks.run import (
     COLUMNS,
+    FLOOR,
     Job,
     Settings,
     check_engine_args,
@@ -137,6 +138,67 @@ def test_report_tables_from_hand_made_rows(tmp_path: Path) -> None:
     assert (tmp_path / "report-relative.png").stat().st_size > 0
 
 
+def _gain_rows(tmp_path: Path) -> list[dict[str, object]]:
+    """Two tasks, two outer folds, two seeds; greedy with the LLM and the floor arm."""
+    rows = []
+    # rmse (lower is better): greedy better by 1 on both folds; f1: worse on one fold, better
+    # on the other, so the mean difference is within the folds' spread.
+    scores = {("reg", "greedy"): (4.0, 5.0), ("reg", FLOOR): (5.0, 6.0),
+              ("cls", "greedy"): (0.70, 0.90), ("cls", FLOOR): (0.80, 0.78)}
+    for (task, method), per_fold in scores.items():
+        for fold, test in enumerate(per_fold):
+            for seed in (0, 1):
+                greedy = method == "greedy"
+                rows.append({"task": task, "task_type": "regression",
+                             "metric": "rmse" if task == "reg" else "f1", "method": method,
+                             "kind": "policy", "seed": seed, "fold": fold, "outer_folds": 2,
+                             "status": "ok", "error": "", "valid": test,
+                             "test": test + (0.01 if seed else -0.01), "nodes": 3,
+                             "ok_nodes": 2, "prompt_tokens": 10, "completion_tokens": 5,
+                             "seconds": 9.0, "budget": 60.0, "best_operator": "tune",
+                             "run_dir": str(tmp_path / "gone"), "started_at": 0.0,
+                             "programs_proposed": 3 if greedy else 0,
+                             "programs_rejected": 1 if greedy else 0,
+                             "programs_failed": 0, "programs_scored": 2 if greedy else 0,
+                             "programs_kept": 1 if greedy and fold == 0 else 0,
+                             "program_llm_seconds": 4.0 + seed if greedy else None,
+                             "answer_uses_program": greedy and fold == 0 and seed == 0})
+    return rows
+
+
+def test_llm_gain_pairs_the_floor_arm_by_outer_fold(tmp_path: Path) -> None:
+    frame = pd.DataFrame(_gain_rows(tmp_path))
+    gains = {g.task: g for g in report.llm_gains(frame, {"reg": False, "cls": True})}
+    reg, cls = gains["reg"], gains["cls"]
+    assert (reg.with_llm, reg.without) == (pytest.approx(4.5), pytest.approx(5.5))
+    assert reg.differences == (pytest.approx(1.0), pytest.approx(1.0))  # lower rmse: a gain
+    assert reg.verdict == "won"
+    assert cls.differences == (pytest.approx(-0.1), pytest.approx(0.12))
+    assert cls.mean == pytest.approx(0.01) and cls.verdict == "tied"
+    lost = report.Gain("t", "greedy", 0.5, 0.6, (-0.1, -0.12))
+    assert lost.verdict == "lost"
+    assert report.Gain("t", "greedy", 0.5, 0.5, (0.0,)).verdict == "tied"
+
+
+def test_report_shows_the_llm_gain_table(tmp_path: Path) -> None:
+    save_results(tmp_path / "results.parquet", pd.DataFrame(_gain_rows(tmp_path)))
+    text = report.write_report(tmp_path / "results.parquet", tmp_path / "report.md").read_text()
+    assert "## LLM gain: the same search with and without the LLM" in text
+    # reg: 4 runs of greedy, each 3 proposed / 1 refused / 0 failed / 2 scored, kept on fold 0;
+    # median of the runs' medians 4 and 5; the answer used a kept program in 1 run.
+    assert ("| reg | rmse | greedy | 4.5 | 5.5 | +1 ± 0 (2) | won | 12 / 4 / 0 / 8 / 2 | 4.5 | "
+            "1 of 4 |") in text
+    assert "| cls | f1 | greedy | 0.8 | 0.79 | +0.01 ± 0.16 (2) | tied |" in text
+    assert "- with the LLM, greedy won on 1 of 2 tasks, lost on 0 and tied on 1" in text
+
+
+def test_no_floor_arm_no_gain_table(tmp_path: Path) -> None:
+    rows = [r for r in _gain_rows(tmp_path) if r["method"] != FLOOR]
+    save_results(tmp_path / "results.parquet", pd.DataFrame(rows))
+    text = report.write_report(tmp_path / "results.parquet", tmp_path / "report.md").read_text()
+    assert "LLM gain" not in text
+
+
 # ---- runner pieces ---------------------------------------------------------------------------
 
 
@@ -148,6 +210,25 @@ def test_plan_is_seed_major_then_fold_major_with_baselines_first() -> None:
     folded = plan_jobs([REGISTRY["penguins"]], ["greedy"], ["lgbm"], 2, folds=3)
     assert len(folded) == 12 and [j.fold for j in folded[:6]] == [0, 0, 1, 1, 2, 2]
     assert {j.seed for j in folded[:6]} == {0}
+
+
+def test_the_floor_arm_runs_beside_the_searches_without_an_llm() -> None:
+    jobs = plan_jobs([REGISTRY["penguins"]], ["greedy", "mcts"], ["lgbm"], 1, floor_arm=True)
+    assert [j.method for j in jobs] == ["lgbm", "greedy", "mcts", FLOOR]
+    assert FLOOR not in [j.method for j in plan_jobs([REGISTRY["penguins"]], ["greedy"], [], 1)]
+    dataset = REGISTRY["penguins"]
+    floor = engine_argv(jobs[-1], dataset, _settings(executors=2), Path("out"), dataset.path,
+                        None)
+    search = engine_argv(jobs[1], dataset, _settings(executors=2), Path("out"), dataset.path,
+                         None)
+    assert floor[floor.index("--llm") + 1] == "none" and "--policy" not in floor
+    assert search[search.index("--llm") + 1] == "llama"
+    # The core the LLM actor holds in the search is one more executor of the floor arm.
+    assert (floor[floor.index("--executors") + 1], search[search.index("--executors") + 1]) == (
+        "3", "2")
+    with pytest.raises(UserError, match=r"the floor arm .*leaves nothing to run"):
+        check_engine_args(["--no-floor", "--no-baseline"], floor_arm=True)
+    check_engine_args(["--no-floor", "--no-baseline"])  # with an LLM, drafts run
 
 
 def test_outer_folds_cover_every_row_once_and_stratify() -> None:
@@ -400,6 +481,36 @@ def test_amlb_protocol_with_outer_folds_end_to_end(tmp_path: Path) -> None:
     text = report.write_report(tmp_path / "results.parquet", tmp_path / "report.md").read_text()
     assert "protocol amlb" in text and "2 outer folds" in text
     assert "SELA normalised score" not in text
+
+
+@pytest.mark.slow  # a whole search, over 20 s
+def test_the_floor_arm_is_a_search_without_any_llm(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--floor-arm` alone: one engine search with --llm none, in this process; an LLM pool
+    that started would fail the run."""
+    def no_pool(*args: object, **kwargs: object) -> None:
+        raise AssertionError("an LLM pool was started")
+
+    monkeypatch.setattr("actors.workers.LLMPool.__init__", no_pool)
+    argv = ["--suite", "penguins", "--policies", "", "--baselines", "", "--floor-arm",
+            "--seeds", "1", "--budget", "90s", "--out", str(tmp_path), "--max-nodes", "4"]
+    assert run_main(argv) == 0
+    (row,) = pd.read_parquet(tmp_path / "results.parquet").to_dict("records")
+    assert (row["method"], row["status"], row["kind"]) == (FLOOR, "ok", "policy"), row["error"]
+    assert row["test"] is not None and row["prompt_tokens"] == row["completion_tokens"] == 0
+    assert row["programs_proposed"] == row["programs_kept"] == 0
+    assert not row["answer_uses_program"] and row["program_llm_seconds"] is None
+    run = Path(row["run_dir"])
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["model"] == "none" and manifest["config"]["llm"] == "none"
+    assert manifest["config"]["executors"] == 2  # the runner's 1, and the LLM's core
+    nodes = pd.read_parquet(run / "nodes")
+    assert len(nodes) == 4 and (nodes.status == "ok").all(), nodes[["operator", "error"]]
+    assert all(Operator(op).traits.engine_written for op in nodes.operator)
+    assert (nodes.llm_actor == "").all() and (nodes.prompt == "").all()
+    assert manifest["result"]["best_node"] in set(nodes.node_id)
+    assert (run / "best" / "solution.py").is_file()
+    assert "- LLM: none: the engine's floor alone" in (run / "summary.md").read_text()
 
 
 def test_smoke_sela_run_resumes_its_tree(smoke: Path, tmp_path: Path) -> None:

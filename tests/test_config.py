@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,28 @@ def test_task_yaml_relative_paths_and_unknown_keys(tmp_path: Path) -> None:
 def test_validate(kwargs: dict, match: str) -> None:
     with pytest.raises(UserError, match=match):
         RunConfig(**kwargs).validate()
+
+
+def test_llm_none_with_no_floor_and_no_baseline_has_nothing_to_run() -> None:
+    none = RunConfig(data=Path("d.csv"), target="y", llm="none")
+    assert none.validate().routes.none
+    assert replace(none, floor=False).validate()  # the baseline root alone
+    with pytest.raises(UserError, match="leaves nothing to run") as caught:
+        replace(none, floor=False, baseline=False).validate()
+    assert len(str(caught.value).splitlines()) == 1
+
+
+def test_without_an_llm_the_executors_take_its_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("engine.config.os.cpu_count", lambda: 4)
+    assert RunConfig(llm="llama").executor_count == 3  # one core for the LLM and the driver
+    assert RunConfig(llm="none").executor_count == 4
+    assert RunConfig(llm="none", executors=2).executor_count == 2  # as given
+    monkeypatch.setattr("engine.config.os.cpu_count", lambda: 1)
+    assert RunConfig(llm="llama").executor_count == 1
+
+
+def test_llm_none_starts_no_llm_pool() -> None:
+    from engine.placement import llm_options
+
+    config = RunConfig(data=Path("d.csv"), target="y", llm="none").validate()
+    assert llm_options(config) == {} and config.routes.specs == []

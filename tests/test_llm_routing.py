@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from actors.llm import parse_routes, parse_spec, routes_from_mapping
+from actors.llm import make_llm, parse_routes, parse_spec, routes_from_mapping
 from engine.config import RunConfig, load_task_yaml
 from engine.run import main
 from search.errors import UserError
@@ -59,6 +59,40 @@ def test_specs_keep_their_own_equals_signs_and_colons() -> None:
 def test_bad_routes_are_user_errors(text: str, needle: str) -> None:
     with pytest.raises(UserError, match=needle):
         parse_routes(text)
+
+
+def test_none_is_a_spec_without_any_pool() -> None:
+    assert parse_spec("none") == ("none", "")
+    routes = parse_routes(" none ")
+    assert routes.none and routes.specs == [] and routes.text() == "none"
+    assert {routes.spec_for(op) for op in Operator} == {"none"}
+    assert not parse_routes("llama").none
+    with pytest.raises(UserError, match="none makes no LLM"):
+        make_llm("none")
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("none:model.gguf", "none takes no argument"),
+    ("draft=none;llama", "cannot be routed beside other specs"),
+    ("llama;debug=none", "cannot be routed beside other specs"),
+])
+def test_none_routed_beside_a_model_is_a_user_error(text: str, needle: str) -> None:
+    with pytest.raises(UserError, match=needle):
+        parse_routes(text)
+
+
+def test_llm_none_asks_no_model_what_a_request_leaves_open(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "d.csv").write_text("a,b,y\n" + "".join(f"{i},{i % 3},{i % 2}\n"
+                                                         for i in range(40)))
+    monkeypatch.chdir(tmp_path)
+    code = main(["--task", "predict something from d.csv", "--llm", "none",
+                 "--out", str(tmp_path / "runs")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err == ("error: the request does not say the target; say it in the "
+                                 "request (e.g. 'predict COLUMN from FILE.csv') or pass flags")
+    assert not (tmp_path / "runs").exists()
 
 
 def test_parse_spec_splits_kind_and_argument() -> None:
@@ -141,3 +175,21 @@ def test_run_routes_drafts_and_improvements_to_their_models(tmp_path: Path) -> N
     assert set(nodes[nodes.operator == "improve"].llm_actor) <= {"llm1-0"}
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["model"] == "scripted:big.json, scripted:small.json"
+
+
+@pytest.mark.slow  # a whole search, about 20 s on 2 cores
+def test_llm_none_stops_when_the_engine_has_nothing_left_to_run(tmp_path: Path) -> None:
+    """No floor, no ensembles: the baseline root is all there is to run, and the loop, with no
+    LLM pool to wait on, stops after it instead of at the budget."""
+    rows = "".join(f"{i},{(i * 7) % 5},{i * 0.3 + (i * 7) % 5}\n" for i in range(80))
+    (tmp_path / "d.csv").write_text("a,b,y\n" + rows)
+    out = tmp_path / "runs"
+    assert main(["--data", str(tmp_path / "d.csv"), "--target", "y", "--llm", "none",
+                 "--no-floor", "--no-ensemble", "--budget", "10m", "--quiet", "--memory", "off",
+                 "--no-save-model", "--out", str(out)]) == 0
+    (run,) = list(out.iterdir())
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["spent"]["stopped_by"] == "nothing left to run"
+    assert manifest["model"] == "none"
+    nodes = pd.read_parquet(run / "nodes")
+    assert list(nodes.operator) == ["baseline"] and (nodes.status == "ok").all()

@@ -1,0 +1,99 @@
+"""summary.md from hand-built journals: the feature programs section and the LLM line (pure, no
+search, milliseconds)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from engine.summary import summary_facts, write_summary
+from engine.task import PreparedTask, TaskSpec, prepare_task
+from search.journal import Journal
+from search.node import Node, Operator, Status
+from search.programs import REJECTED, Gate
+from tests.helpers import make_node
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> PreparedTask:
+    data = tmp_path_factory.mktemp("summary") / "d.csv"
+    data.write_text("a,b,y\n" + "".join(f"{i},{i % 5},{i % 7 * 2.5}\n" for i in range(60)))
+    return prepare_task(TaskSpec(data, "y"))
+
+
+def program(node_id: str, gate: Gate | None, *, metric: float = 1.0, llm: float = 3.0,
+            status: Status = Status.OK, error: str = "") -> Node:
+    node = make_node(node_id, operator=Operator.FEATURES, metric=metric, status=status)
+    return dataclasses.replace(node, gate=gate.to_json() if gate else "", error=error,
+                               llm_seconds=llm, feature_set=node_id)
+
+
+def tuned(node_id: str, feature_set: str, metric: float) -> Node:
+    node = make_node(node_id, operator=Operator.TUNE, metric=metric)
+    return dataclasses.replace(node, feature_set=feature_set)
+
+
+def summary(tmp_path: Path, task: PreparedTask, journal: Journal, **facts: object) -> str:
+    gathered = summary_facts(journal, {}, {}) | facts
+    return write_summary(tmp_path, task, journal, {}, gathered).read_text()
+
+
+KEPT = Gate("p0", (0.02, 0.01, 0.03, 0.01, -0.001), True,
+            "kept: better on 4 of 5 groups, mean gain +0.0138", ("a_per_b", "a_mod_b"))
+NOT_KEPT = Gate("p0", (0.01, -0.02, 0.0, 0.0, 0.0), False,
+                "not kept: better on 1 of 5 groups, mean gain -0.002 (needs a positive mean "
+                "and 4 of 5)", ("b_squared",))
+
+
+def journal_with_programs(answer_on_kept: bool) -> Journal:
+    journal = Journal([
+        make_node("p0", operator=Operator.PORTFOLIO, metric=0.80),
+        program("f1", KEPT, metric=0.85, llm=4.0),
+        program("f2", NOT_KEPT, metric=0.79, llm=2.0),
+        program("f3", None, status=Status.BUGGY, llm=1.0,
+                error=f"{REJECTED} it reads the target column 'y'"),
+        program("f4", None, status=Status.TIMEOUT, llm=9.0, error="timed out"),
+        tuned("t1", "f1" if answer_on_kept else "", 0.90),
+    ])
+    journal.choose("t1")
+    return journal
+
+
+def test_feature_programs_section_counts_and_lists_the_kept_ones(tmp_path: Path,
+                                                                 task: PreparedTask) -> None:
+    text = summary(tmp_path, task, journal_with_programs(answer_on_kept=True))
+    assert "## Feature programs" in text
+    # 4 proposed: f3 refused by the checks, f4 failed, f1 and f2 scored, f1 kept; the median
+    # of 1, 2, 4 and 9 LLM seconds is 3.
+    assert ("- 4 proposed: 1 refused by the checks, 1 failed, 2 scored, 1 kept; median LLM "
+            "seconds per program 3.0") in text
+    assert "- the answer (t1, tune) uses kept program f1" in text
+    assert ("| f1 | a_per_b, a_mod_b | +0.0138 | kept: better on 4 of 5 groups, mean gain "
+            "+0.0138 |") in text
+    assert "b_squared" not in text  # only kept programs are listed
+
+
+def test_an_answer_without_a_kept_program_says_so(tmp_path: Path, task: PreparedTask) -> None:
+    text = summary(tmp_path, task, journal_with_programs(answer_on_kept=False))
+    assert "- the answer (t1, tune) uses no kept program" in text
+
+
+def test_an_ensemble_uses_its_members_programs(tmp_path: Path, task: PreparedTask) -> None:
+    journal = journal_with_programs(answer_on_kept=False)
+    member = tuned("t2", "f1", 0.88)
+    blend = dataclasses.replace(make_node("e1", operator=Operator.ENSEMBLE, metric=0.95),
+                                hint="t1,t2")
+    journal.add(member)
+    journal.add(blend)
+    journal.choose("e1")
+    assert "- the answer (e1, ensemble) uses kept program f1" in summary(tmp_path, task, journal)
+
+
+def test_no_programs_no_section_and_the_llm_line(tmp_path: Path, task: PreparedTask) -> None:
+    journal = Journal([make_node("p0", operator=Operator.PORTFOLIO, metric=0.8)])
+    text = summary(tmp_path, task, journal, llm="none")
+    assert "Feature programs" not in text
+    assert "- LLM: none: the engine's floor alone (no LLM started, no prompt written)" in text
+    assert "- LLM: `llama`" in summary(tmp_path, task, journal, llm="llama")
