@@ -28,6 +28,7 @@ class TaskContext:
     fixes: tuple[Fix, ...] = ()
     fingerprint: str = ""  # of this task (operators.memory.task_fingerprint)
     columns: tuple[str, ...] = ()  # the feature columns: what a feature program may name
+    text_columns: tuple[str, ...] = ()  # those pandas does not read as numbers
     # The task and its columns without the files and libraries a whole script needs: what a
     # feature program's prompt shows ("" : the preview)
     feature_preview: str = ""

@@ -15,6 +15,7 @@ import pytest
 from operators.context import TaskContext
 from operators.features import (
     check_program,
+    completed,
     feature_programs,
     program_source,
     programs_block,
@@ -86,6 +87,17 @@ def test_a_good_program_passes_and_may_read_the_columns_it_made() -> None:
                '    df["city_len"] = df["city"].str.len()\n    return df\n')
     assert check_program(GOOD, COLUMNS, "price") == ""
     assert check_program(chained, COLUMNS, "price") == ""
+
+
+def test_a_program_cut_at_the_token_cap_keeps_its_whole_statements() -> None:
+    cut = ('def add_features(df):\n    df["a"] = df["area"] / (df["rooms"] + 1e-9)\n'
+           '    df["b"] = df["area"] * 2\n    df["c"] = (df["built"')
+    program = completed(cut)
+    assert program == ('def add_features(df):\n    df["a"] = df["area"] / (df["rooms"] + 1e-9)\n'
+                       '    df["b"] = df["area"] * 2\n    return df\n')
+    assert check_program(program, COLUMNS, "price") == ""
+    assert completed(GOOD) == GOOD
+    assert completed("not python at all (") == "not python at all ("
 
 
 def test_the_program_is_read_from_its_block() -> None:

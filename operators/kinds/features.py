@@ -17,6 +17,7 @@ from operators.features import (
     FUNCTION,
     assigned_columns,
     check_program,
+    completed,
     feature_programs,
     program_source,
 )
@@ -39,25 +40,35 @@ TRIED_SHOWN = 8  # the latest programs the prompt lists with their outcome
 SYSTEM = ("You are a data scientist who writes short pandas feature-engineering functions. "
           "Reply with one ```python code block and nothing else.")
 
-_JOB = f"""# What you write
+_NUMBERS = """a ratio, difference or product of related
+numbers, a sum of parts"""
+_TEXT = """a ratio, difference or product of related
+numbers, a sum of parts, date parts (year, month, weekday), the length of a text or a number
+parsed from it. Or fix a text column read with the wrong type: a date (into its parts), a
+number held as text (pd.to_numeric with errors="coerce"), an identifier that carries no
+signal (drop it)"""
+
+
+def _job(ctx: TaskContext) -> str:
+    """What a program is, for this task (the text options only where there is text): the
+    same for every program of a run."""
+    options = _TEXT if ctx.text_columns else _NUMBERS
+    return f"""# What you write
 One function `{FUNCTION}(df)`. df holds the feature columns above for some rows (never the
-target). Return df with 1 to 3 new columns, each computed from a row's own values: a ratio,
-difference or product of related numbers, a sum of parts, date parts (year, month, weekday),
-the length of a text or a number parsed from it. Or fix a column read with the wrong type:
-a date held as text (into its parts), a number held as text (pd.to_numeric with
-errors="coerce"), an identifier that carries no signal (drop it). Choose columns whose names
-suggest a relation that helps predict the target.
+target). Return df with 1 to 3 new columns (no more), each computed from a row's own values:
+{options}. Choose columns whose names suggest a relation that helps predict the target.
 Rules: use only pd, np, math and re; read no files; never use other rows (no mean, rank,
-groupby, shift or cumsum over the frame); guard divisions (np.where or + 1e-9); never repeat
-a column already tried.
+groupby, shift or cumsum over the frame); guard divisions (+ 1e-9); use only the column names
+listed above; never repeat a column already tried.
 For example, on a task with other columns than this one:
 ```python
 def {FUNCTION}(df):
     df["income_per_person"] = df["income"] / (df["household_size"] + 1e-9)
-    df["sale_month"] = pd.to_datetime(df["sale_date"], errors="coerce").dt.month
+    df["rooms_minus_bedrooms"] = df["rooms"] - df["bedrooms"]
     return df
 ```
 """
+
 
 ASK_AGAIN = f"Reply again with one ```python block defining {FUNCTION}(df)."
 
@@ -96,7 +107,7 @@ class Features(FloorKind):
 
     def prompt(self, ctx: TaskContext, proposal: Proposal, journal: Journal,
                reflection: str = "") -> ChatPrompt:
-        stable = f"# Task\n{(ctx.feature_preview or ctx.preview).strip()}\n\n{_JOB}"
+        stable = f"# Task\n{(ctx.feature_preview or ctx.preview).strip()}\n\n{_job(ctx)}"
         tail = (_tried(journal) + _current(journal, proposal.parent_id)
                 + f"Write {FUNCTION}(df) for the columns of this task.")
         return ChatPrompt(
@@ -106,7 +117,7 @@ class Features(FloorKind):
             tag=self.operator.value, stop=STOP)
 
     def read(self, text: str, ctx: TaskContext) -> Parsed:
-        source = program_source(text)
+        source = completed(program_source(text))
         problem = check_program(source, ctx.columns, ctx.target)
         if problem:
             return Parsed("", source, f"{REJECTED} {problem}")
