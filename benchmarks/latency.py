@@ -106,10 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def make_run(dataset: str, budget: str) -> Path:
-    """A run whose answer is the engine's baseline: the only node, the LLM writing none."""
+    """A run whose answer is the engine's baseline: the only node, the LLM writing none. No
+    solution memory: a recalled draft would not be the baseline, and a measurement should
+    not add itself to the user's memory."""
     data = REGISTRY[dataset]
     return fit(data.path, data.target, budget=budget, llm=f"scripted:{NEVER_WRITES}",
-               max_nodes=1, floor=False, ensemble=False).run_dir
+               max_nodes=1, floor=False, ensemble=False, memory="off").run_dir
 
 
 def timed(call: Callable[[], object]) -> float:
