@@ -121,9 +121,8 @@ def request_rows(body: bytes, task: PreparedTask) -> pd.DataFrame:
         missing = [c for c in kinds if c not in row]
         unknown = [c for c in row if c not in kinds and c != task.target]
         if missing or unknown:
-            parts = ([f"missing column{'s' * (len(missing) > 1)} {_names(missing)}"] * bool(missing)
-                     + [f"unknown column{'s' * (len(unknown) > 1)} {_names(unknown)}"]
-                     * bool(unknown))
+            parts = [f"{what} column{'s' * (len(columns) > 1)} {_names(columns)}"
+                     for what, columns in (("missing", missing), ("unknown", unknown)) if columns]
             raise RequestError(f"row {i}: {'; '.join(parts)} (the features: "
                                f"{_names(list(kinds))}; GET /health lists them all)")
         for column, kind in kinds.items():
@@ -153,27 +152,33 @@ class Sessions:
                 self.answers.append(answer)
                 # Start its session now: the first request should not pay for it, and an
                 # answer that cannot predict should stop the command, not fail every request.
-                answer.predict(answer.task.train.head(1), "the training rows")
+                first = _frame(answer, answer.task.train.head(1), "the training rows")
                 self._free.put(answer)
         except BaseException:
             self.close()
             raise
         self.task = self.answers[0].task
+        self.probabilities = not class_probabilities(first).columns.empty
+        self.trains_again = self.answers[0].states is None  # no saved model: slow, but right
 
     def predict(self, rows: pd.DataFrame) -> pd.DataFrame:
         """The answer's prediction frame of `rows`: `prediction`, and probability columns
         where the answer gives them."""
         answer = self._free.get()
         try:
-            predictions, _, _ = answer.predict(rows, "the request")
+            return _frame(answer, rows, "the request")
         finally:
             self._free.put(answer)
-        return pd.read_csv(io.BytesIO(predictions))
 
     def close(self) -> None:
         """Close every session, also one a request still holds (that request then fails)."""
         for answer in self.answers:
             answer.close()
+
+
+def _frame(answer: Answer, rows: pd.DataFrame, source: str) -> pd.DataFrame:
+    predictions, _, _ = answer.predict(rows, source)
+    return pd.read_csv(io.BytesIO(predictions))
 
 
 def _plain(values: Iterable[Any]) -> list[Any]:
@@ -204,7 +209,7 @@ def build_app(sessions: Sessions, run_id: str, max_body_bytes: int) -> Starlette
         "run_id": run_id, "task_type": task.task_type, "target": task.target,
         "metric": task.metric.name,
         "features": [{"name": n, "type": k} for n, k in feature_kinds(task).items()],
-        "probabilities": task.task_type != "regression" and task.metric.needs_proba,
+        "probabilities": sessions.probabilities,
         "sessions": len(sessions.answers),
     }
 
@@ -227,7 +232,8 @@ def build_app(sessions: Sessions, run_id: str, max_body_bytes: int) -> Starlette
 
     async def predict(request: Request) -> Response:
         try:
-            rows = request_rows(await read_body(request), task)
+            # In a worker thread, as the prediction: 10,000 rows are checked one by one
+            rows = await run_in_threadpool(request_rows, await read_body(request), task)
         except RequestError as exc:
             return JSONResponse({"error": str(exc)}, status_code=exc.status)
         try:
@@ -285,11 +291,14 @@ def serve(run: Path, host: str, port: int, sessions_count: int, max_body_mb: flo
     try:
         print(f"starting {sessions_count} sandbox session{'s' * (sessions_count > 1)} for the "
               f"answer of {run.name} ...", flush=True)
-        sessions = Sessions(run, sessions_count)
+        sessions = Sessions(run, sessions_count)  # Ctrl-C here: main's "stopped before"
         try:
             app = build_app(sessions, run.name, int(max_body_mb * 1e6))
             config = uvicorn.Config(app, log_level="warning",
                                     timeout_graceful_shutdown=_GRACE_SECONDS)
+            if sessions.trains_again:
+                print(f"{run.name} kept no model of its answer: every request trains it "
+                      "again (engine.predict does the same)", flush=True)
             bound_host, bound_port = sock.getsockname()[:2]
             print(f"serving the answer of {run.name} on http://{bound_host}:{bound_port} "
                   "(GET /health, POST /predict); Ctrl-C stops", flush=True)
@@ -297,7 +306,13 @@ def serve(run: Path, host: str, port: int, sessions_count: int, max_body_mb: flo
                 # uvicorn stops gracefully on the signal, then raises it again once it is done
                 uvicorn.Server(config).run(sockets=[sock])
         finally:
-            sessions.close()
+            # Ignored while the sessions close: the stopping signal raised again late, or a
+            # second Ctrl-C, must not leave a sandbox running.
+            interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                sessions.close()
+            finally:
+                signal.signal(signal.SIGINT, interrupt)
     finally:
         signal.signal(signal.SIGTERM, previous)
         sock.close()

@@ -195,7 +195,8 @@ def test_ctrl_c_closes_the_sandbox_session_and_exits_0(run_dir: Path) -> None:
     service = Service(run_dir)
     sandboxes = _children(service.proc.pid)
     assert sandboxes, "the session's sandbox is a child of the service"
-    assert service.stop() == 0
+    code = service.stop()
+    assert code == 0, service.proc.stderr.read()  # type: ignore[union-attr]
     assert "stopped; the sandbox sessions are closed" in service.printed()
     assert not [pid for pid in sandboxes if Path(f"/proc/{pid}").exists()]
 
