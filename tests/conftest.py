@@ -19,7 +19,7 @@ os.environ["TREEML_MEMORY"] = "off"  # engine/memory.py ENV; inherited by CLI su
 # worker only runs that search once more.
 SCRIPTED_RUN_FILES = frozenset({
     "tests/test_outputs.py", "tests/test_predict.py", "tests/test_bundle.py",
-    "tests/test_tree_html_browser.py",
+    "tests/test_tree_html_browser.py", "tests/test_serve.py", "tests/test_latency.py",
 })
 
 
