@@ -371,8 +371,9 @@ class Step:
         measured, stdout = split_measurements(first.stdout_tail)
         first = replace(first, stdout_tail=stdout)
         status, error = Status(first.status), first.error
-        if REJECTED in error:  # a feature program's checks on the rows refused it
-            error = error[error.index(REJECTED):]
+        if REJECTED in error:  # a feature program's checks on the rows refused it: the
+            # reason alone, not where in the engine's check it was raised
+            error = error[error.index(REJECTED):].split(" (line ")[0]
         predictions, train_raw = None, None
         if not self.operator.traits.scored:
             # Nothing to score: what it printed is the result.

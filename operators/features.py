@@ -42,7 +42,9 @@ _FILE_ATTRIBUTES = re.compile(
     r"tofile|memmap|HDFStore|ExcelFile|ExcelWriter|DataSource|io|lib|ctypeslib|f2py|"
     r"distutils|testing|system|popen)$")
 MAX_COLUMNS = 10  # a program adds a few columns; more is a sign of a loop over every column
-MAX_MISSING = 0.5  # share of rows a new column may leave missing (NaN, or inf turned NaN)
+# Share of rows a new column may leave missing (NaN, or inf turned NaN): a ratio whose
+# divisor is 0 on half the rows (concrete's ash) still tells the model about the other half.
+MAX_MISSING = 0.9
 # The sandboxed script prints this line with the columns the program added or changed.
 REPORT = "__treeml_features__"
 
@@ -61,9 +63,10 @@ def program_source(text: str) -> str:
 
 
 def completed(source: str) -> str:
-    """A program cut at the token cap, completed: its last whole statements kept, then
-    `return df` if the function no longer ends with a return (a reply that adds six columns
-    is cut in the fifth; the first four are a program). Unchanged when it parses."""
+    """A program with what a small model leaves out put back: cut at the token cap, its last
+    whole statements (a reply that adds six columns is cut in the fifth; the first four are a
+    program); without any return, `return df` at the end (it changed df in place and forgot
+    it). Unchanged when it parses and returns."""
     lines = source.rstrip().splitlines()
     for end in range(len(lines), 0, -1):
         text = "\n".join(lines[:end]) + "\n"
@@ -71,16 +74,18 @@ def completed(source: str) -> str:
             tree = ast.parse(text)
         except SyntaxError:
             continue
-        if end == len(lines):
-            return source
         function = next((n for n in tree.body if isinstance(n, ast.FunctionDef)
                          and n.name == FUNCTION), None)
         if function is None:
             return source
-        if not isinstance(function.body[-1], ast.Return):
-            argument = function.args.args[0].arg if function.args.args else "df"
-            text += f"    return {argument}\n"
-        return text
+        whole = end == len(lines)
+        if whole and any(isinstance(n, ast.Return) and n.value is not None
+                         for n in ast.walk(function)):
+            return source
+        if not whole and isinstance(function.body[-1], ast.Return):
+            return text
+        argument = function.args.args[0].arg if function.args.args else "df"
+        return text + f"    return {argument}\n"
     return source
 
 

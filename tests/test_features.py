@@ -97,6 +97,8 @@ def test_a_program_cut_at_the_token_cap_keeps_its_whole_statements() -> None:
                        '    df["b"] = df["area"] * 2\n    return df\n')
     assert check_program(program, COLUMNS, "price") == ""
     assert completed(GOOD) == GOOD
+    forgot = 'def add_features(df):\n    df["b"] = df["area"] * 2\n'
+    assert completed(forgot) == forgot + "    return df\n"
     assert completed("not python at all (") == "not python at all ("
 
 

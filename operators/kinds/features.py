@@ -31,7 +31,10 @@ from search.node import Operator, Status
 from search.policy import Proposal
 from search.programs import REJECTED, gate_of
 
-MAX_TOKENS = 220  # a program is 5 to 15 lines; the cap ends a rambling reply early
+# A program of 3 columns is about 100 tokens; on 2 cores beside a running candidate the model
+# writes about 5 tokens a second, so the cap bounds a reply to about 30 s (a reply cut there
+# keeps its whole statements, operators.features.completed).
+MAX_TOKENS = 160
 # Generation ends at the code block's closing fence: nothing after it is read. ("\n```" alone
 # would also end a reply that puts a sentence before its opening fence.)
 STOP = ["\n```\n"]
@@ -57,9 +60,10 @@ def _job(ctx: TaskContext) -> str:
 One function `{FUNCTION}(df)`. df holds the feature columns above for some rows (never the
 target). Return df with 1 to 3 new columns (no more), each computed from a row's own values:
 {options}. Choose columns whose names suggest a relation that helps predict the target.
-Rules: use only pd, np, math and re; read no files; never use other rows (no mean, rank,
-groupby, shift or cumsum over the frame); guard divisions (+ 1e-9); use only the column names
-listed above; never repeat a column already tried.
+Rules: pd, np, math and re are imported for you (write no import line); read no files;
+never use other rows (no mean, rank, groupby, shift or cumsum over the frame); guard
+divisions (+ 1e-9); use only the column names listed above; never repeat a column already
+tried.
 For example, on a task with other columns than this one:
 ```python
 def {FUNCTION}(df):
@@ -95,9 +99,9 @@ def _current(journal: Journal, parent_id: str | None) -> str:
     if parent_id is None:
         return "# The model now gets the feature columns above, as they are.\n"
     gate = gate_of(journal.get(parent_id))
-    added = ", ".join(gate.added) if gate else ""
-    return ("# The model now also gets the columns kept programs added: "
-            f"{added or 'see above'}. Build on them.\n")
+    added = ", ".join(c for c in gate.added if not c.startswith("-")) if gate else ""
+    return ("# The data already has these columns from kept programs (never compute them "
+            f"again): {added or 'none'}. Add new ones.\n")
 
 
 @register
