@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 
@@ -12,6 +13,7 @@ from search.journal import Journal
 from search.mcts import MCTSPolicy, rank_rewards, uct
 from search.node import Node, Operator, Status
 from search.policy import InFlightKey
+from search.programs import Gate
 from tests.helpers import make_node
 from tests.test_policy_contract import random_journal
 
@@ -215,3 +217,33 @@ def test_propose_fast_on_10k_nodes() -> None:
 
 def test_spreads_wider_than_greedy_in_simulation() -> None:
     assert simulate_spread("mcts") > simulate_spread("greedy")
+
+
+def _program_journal(built_on_kept: int) -> Journal:
+    """A baseline root, a kept feature program that beat it, and programs built on it."""
+    base = make_node("base", operator=Operator.BASELINE, metric=0.5)
+    kept = dataclasses.replace(
+        make_node("kept", operator=Operator.FEATURES, metric=0.7, step=1),
+        feature_set="kept", hint='{"name": "base", "family": "lgbm", "params": {}}',
+        gate=Gate("base", (0.1,) * 5, True, "kept").to_json())
+    children = [dataclasses.replace(
+        make_node(f"c{i}", "kept", operator=Operator.FEATURES, metric=0.6, step=2 + i),
+        feature_set=f"c{i}", hint='{"name": "kept", "family": "lgbm", "params": {}}',
+        gate=Gate("kept", (-0.1,) * 5, False, "not kept").to_json())
+        for i in range(built_on_kept)]
+    return Journal([base, kept, *children])
+
+
+def test_mcts_writing_features_picks_the_set_to_extend_by_uct() -> None:
+    # Few programs on the kept set: it scores better, so it is extended, paired with itself
+    # (the best configuration on it).
+    policy = MCTSPolicy(seed=0, writes="features")
+    (first,) = policy.propose(_program_journal(1), 1, {})
+    assert first.operator is Operator.FEATURES
+    assert (first.parent_id, first.idea, first.family) == ("kept", "kept", "lgbm")
+    # Many programs on it, none kept: exploring the columns as they are wins, with the
+    # baseline as the reference.
+    (later,) = policy.propose(_program_journal(12), 1, {})
+    assert (later.parent_id, later.idea) == (None, "base")
+    # Nothing scored yet: no program can be paired, so it waits for the floor.
+    assert policy.propose(Journal([]), 2, {}) == []
