@@ -253,7 +253,35 @@ def render_feature_preview(task: PreparedTask, facts: list[_ColumnFacts]) -> str
     """What a feature program's prompt says of the task: what is predicted and the columns,
     without the files, libraries and API notes a whole script needs (shown them, the small
     model wrote a whole script instead of a function)."""
-    return "\n".join(_task_lines(task) + _feature_lines(task, facts)) + "\n"
+    # The sample rows without the target: shown it, the model wrote programs that read it.
+    return "\n".join(_task_lines(task) + _feature_lines(task, facts, with_target=False)
+                     + _related_lines(task, facts)) + "\n"
+
+
+_RELATED_SHOWN = 8  # columns the feature preview names as most related to the target
+
+
+def _related_lines(task: PreparedTask, facts: list[_ColumnFacts]) -> list[str]:
+    """The numeric columns most related to the target on the train rows (|Spearman|): where
+    a program's new columns are likely to help. A number or two classes only; train labels
+    alone (the valid and test labels never reach a prompt)."""
+    if task.task_type == "multiclass":
+        return []
+    target = task.train[task.target]
+    if task.task_type == "binary":
+        target = (target.astype(str) == str(task.labels[-1])).astype(float)
+    related = []
+    for fact in facts:
+        if not fact.numeric:
+            continue
+        value = task.train[fact.name].corr(target, method="spearman")
+        if pd.notna(value):
+            related.append((abs(float(value)), fact.name))
+    if not related:
+        return []
+    top = sorted(related, reverse=True)[:_RELATED_SHOWN]
+    return ["Most related to the target on the train rows (|Spearman|): "
+            + ", ".join(f"{name} {value:.2f}" for value, name in top)]
 
 
 def _task_lines(task: PreparedTask) -> list[str]:
@@ -265,7 +293,8 @@ def _task_lines(task: PreparedTask) -> list[str]:
     return [f"Task: {statement}", target + ")"]
 
 
-def _feature_lines(task: PreparedTask, facts: list[_ColumnFacts]) -> list[str]:
+def _feature_lines(task: PreparedTask, facts: list[_ColumnFacts],
+                   with_target: bool = True) -> list[str]:
     numeric = sum(f.numeric for f in facts)
     out = [f"Features ({len(facts)}: {numeric} numeric, {len(facts) - numeric} other):"]
     listed = facts if len(facts) <= _PREVIEW_COLUMNS else facts[: _PREVIEW_COLUMNS - 1]
@@ -277,8 +306,9 @@ def _feature_lines(task: PreparedTask, facts: list[_ColumnFacts]) -> list[str]:
         )
     if len(listed) < len(facts):
         out.append(f"- ... {len(facts) - len(listed)} more columns (see input/description.md)")
-    out.append("Sample rows of train.csv:")
-    sample = task.train.head(2).to_csv(index=False, lineterminator="\n").rstrip("\n")
+    rows = task.train.head(2) if with_target else task.train.head(2).drop(columns=[task.target])
+    out.append("Sample rows of train.csv:" if with_target else "Sample rows (what df holds):")
+    sample = rows.to_csv(index=False, lineterminator="\n").rstrip("\n")
     out += [_clip(line, _PREVIEW_LINE_CHARS) for line in sample.split("\n")[:3]]
     return out
 
