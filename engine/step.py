@@ -177,7 +177,9 @@ class Step:
     """One expansion of the tree, from its proposal to its Node.
 
     Execution: engine-written code runs every fold in one process (it is the engine's own,
-    so it may read every dev label); any other code runs each fold in its own sandbox, whose
+    so it may read every dev label), and so does a feature program's (the engine's model code
+    around a function that passed the text checks, operators/features.py); any other code
+    runs each fold in its own sandbox, whose
     held-out rows carry no labels, fold 0 first: a script that fails there fails fast, and
     only a script that ran is given the other folds (in parallel).
     """
@@ -319,8 +321,9 @@ class Step:
         if parsed.problem:
             self._finish(Status.BUGGY, error=parsed.problem)
             return
-        self.code = self.kind.assembled(self.code, self.search.ctx, self.proposal,
-                                        self.search.journal)
+        written = self.kind.assembled(self.code, self.search.ctx, self.proposal,
+                                      self.search.journal)
+        self.code = written.code
         if not self.kind.executes:  # the reply is the result (ideas): nothing runs
             self._finish(Status.OK)
             return
@@ -332,7 +335,10 @@ class Step:
             self._finish(Status.BUGGY,
                          error=f"duplicate of node {twin}: identical code, not run again")
             return
-        self._queue(self.code, (0,))
+        if written.all_folds_code:
+            self._queue(written.all_folds_code, (ALL_FOLDS,))
+        else:
+            self._queue(self.code, (0,))
 
     def _repair(self, text: str, problem: str) -> bool:
         """Re-ask once when a reply has no usable code (or ideas); False when it was already."""

@@ -19,6 +19,7 @@ from operators.features import (
     feature_programs,
     program_source,
     programs_block,
+    with_column_names,
 )
 from operators.kinds import kind_of
 from operators.models import model_code
@@ -100,6 +101,17 @@ def test_a_program_cut_at_the_token_cap_keeps_its_whole_statements() -> None:
     forgot = 'def add_features(df):\n    df["b"] = df["area"] * 2\n'
     assert completed(forgot) == forgot + "    return df\n"
     assert completed("not python at all (") == "not python at all ("
+
+
+def test_a_column_spelled_another_way_is_spelled_as_the_rows_spell_it() -> None:
+    columns = ("fixed acidity", "residual sugar", "pH")
+    program = ('def add_features(df):\n'
+               '    df["acid_sugar"] = df["fixed_acidity"] / (df[\'Residual_Sugar\'] + 1e-9)\n'
+               '    df["ph2"] = df["PH"] * 2\n    df["x"] = df["density"]\n    return df\n')
+    fixed = with_column_names(program, columns)
+    assert "df['fixed acidity'] / (df['residual sugar'] + 1e-9)" in fixed
+    assert "df['pH'] * 2" in fixed and 'df["density"]' in fixed  # unknown: left to the check
+    assert "'density'" in check_program(fixed, columns, "quality")
 
 
 def test_the_program_is_read_from_its_block() -> None:

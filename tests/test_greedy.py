@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from search.greedy import GreedyPolicy
 from search.journal import Journal
 from search.node import Operator, Status
+from search.programs import Gate
 from tests.helpers import make_node
 
 
@@ -65,3 +68,24 @@ def test_deterministic_under_seed() -> None:
     runs = [[(p.operator, p.parent_id) for p in GreedyPolicy(seed=7).propose(j, 6, {})]
             for _ in range(2)]
     assert runs[0] == runs[1]
+
+
+def test_writing_features_extends_the_best_kept_set_and_both_takes_turns() -> None:
+    base = make_node("base", operator=Operator.BASELINE, metric=0.5)
+    features = GreedyPolicy(seed=0, writes="features")
+    # Nothing scored: no configuration to pair a program with, so it waits for the floor.
+    assert features.propose(Journal([]), 2, {}) == []
+    journal = Journal([base])
+    one, two = features.propose(journal, 2, {})
+    assert one.operator is two.operator is Operator.FEATURES
+    assert (one.parent_id, one.idea, one.family) == (None, "base", "lgbm")
+    kept = dataclasses.replace(
+        make_node("kept", operator=Operator.FEATURES, metric=0.7, step=1), feature_set="kept",
+        hint='{"name": "base", "family": "lgbm", "params": {}}',
+        gate=Gate("base", (0.1,) * 5, True, "kept").to_json())
+    (three,) = features.propose(Journal([base, kept]), 1, {})
+    assert (three.parent_id, three.idea) == ("kept", "kept")
+    # Both: a program, then a whole-script step, in turn (in flight counted).
+    both = GreedyPolicy(seed=0, writes="both", num_drafts=1)
+    first, second = both.propose(journal, 2, {})
+    assert (first.operator, second.operator) == (Operator.FEATURES, Operator.DRAFT)

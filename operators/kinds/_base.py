@@ -59,10 +59,10 @@ class OperatorKind:
         return parse_reply(text, ctx)
 
     def assembled(self, code: str, ctx: TaskContext, proposal: Proposal,
-                  journal: Journal) -> str:
-        """The node's code from the code a reply gave (read and checked): as it is, unless the
-        engine writes the script around it."""
-        return code
+                  journal: Journal) -> EngineCode:
+        """The node's code from the code a reply gave (read and checked): as it is, run fold
+        by fold, unless the engine writes the script around it (`plan` is the reply's)."""
+        return EngineCode("", code)
 
     def engine_code(self, ctx: TaskContext, proposal: Proposal, journal: Journal) -> EngineCode:
         raise ValueError(f"operator {self.operator} is not engine-written")

@@ -20,9 +20,10 @@ from operators.features import (
     completed,
     feature_programs,
     program_source,
+    with_column_names,
 )
 from operators.harness import assemble
-from operators.kinds._base import FloorKind, register
+from operators.kinds._base import EngineCode, FloorKind, register
 from operators.models import model_code
 from operators.replies import Parsed, one_line
 from search.chat import ChatPrompt
@@ -121,7 +122,7 @@ class Features(FloorKind):
             tag=self.operator.value, stop=STOP)
 
     def read(self, text: str, ctx: TaskContext) -> Parsed:
-        source = completed(program_source(text))
+        source = with_column_names(completed(program_source(text)), ctx.columns)
         problem = check_program(source, ctx.columns, ctx.target)
         if problem:
             return Parsed("", source, f"{REJECTED} {problem}")
@@ -129,10 +130,15 @@ class Features(FloorKind):
         return Parsed(f"feature program adding {', '.join(added) or 'columns'}", source, "")
 
     def assembled(self, code: str, ctx: TaskContext, proposal: Proposal,
-                  journal: Journal) -> str:
+                  journal: Journal) -> EngineCode:
         """The reference configuration on the parent's chain of programs plus this one,
-        checked on the training rows before the model is fitted."""
+        checked on the training rows before the model is fitted. It runs every fold in one
+        process, like the floor's own code: the program passed the text checks that let the
+        floor's trials run a kept program there (operators/features.py), and one process
+        instead of one per fold gives the floor back 4 starts of about 1.2 s and the imports
+        of each program."""
         chain = feature_programs(journal.get(proposal.parent_id).code) \
             if proposal.parent_id else []
-        return assemble(ctx, model_code(ctx, proposal.family, proposal.param_dict,
-                                        [*chain, code], check=True))
+        model = model_code(ctx, proposal.family, proposal.param_dict, [*chain, code],
+                           check=True)
+        return EngineCode("", assemble(ctx, model), assemble(ctx, model, all_folds=True))
