@@ -26,7 +26,6 @@ import pandas as pd
 
 from engine.scoring import (
     HeldOut,
-    class_probabilities,
     combine_predictions,
     label_matrix,
     labels_from_proba,
@@ -61,9 +60,7 @@ def _frame(task: PreparedTask, matrix: np.ndarray, like: pd.DataFrame) -> pd.Dat
 
 
 def _score(task: PreparedTask, frame: pd.DataFrame, truth: pd.Series) -> float:
-    proba = class_probabilities(frame) if task.metric.needs_proba else None
-    return task.metric.normalise(task.metric.score(truth, frame["prediction"], proba,
-                                                   task.labels))
+    return task.metric.normalise(submission_metric(task, frame, truth))
 
 
 def select_weights(task: PreparedTask, candidates: Mapping[str, pd.DataFrame],

@@ -314,8 +314,7 @@ def task_context(task: PreparedTask, seed: int) -> TaskContext:
         metric=task.metric.name, maximize=task.metric.maximize, labels=task.labels,
         needs_proba=task.metric.needs_proba, seed=seed,
         columns=tuple(str(c) for c in task.train.columns if c != task.target),
-        text_columns=tuple(str(c) for c in task.train.drop(columns=[task.target])
-                           .select_dtypes(exclude="number").columns),
+        text_columns=task.text_columns,
         feature_preview=task.feature_preview(),
     )
 

@@ -116,10 +116,14 @@ class PreparedTask:
         return self._feature_preview
 
     @property
-    def has_text_features(self) -> bool:
-        """Whether a feature column holds text (anything pandas does not read as numbers)."""
+    def text_columns(self) -> tuple[str, ...]:
+        """The feature columns that hold text (anything pandas does not read as numbers)."""
         features = self.train.drop(columns=[self.target])
-        return len(features.select_dtypes(exclude="number").columns) > 0
+        return tuple(str(c) for c in features.select_dtypes(exclude="number").columns)
+
+    @property
+    def has_text_features(self) -> bool:
+        return bool(self.text_columns)
 
     @property
     def positive_label(self) -> str | None:

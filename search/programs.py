@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
@@ -127,11 +128,7 @@ class ProgramCounts:
 
     @property
     def median_llm_seconds(self) -> float | None:
-        values = sorted(self.llm_seconds)
-        if not values:
-            return None
-        mid = len(values) // 2
-        return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+        return statistics.median(self.llm_seconds) if self.llm_seconds else None
 
 
 def program_counts(nodes: Iterable[Node]) -> ProgramCounts:
