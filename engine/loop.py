@@ -66,12 +66,16 @@ class Budget:
     max_nodes: int | None = None
     max_tokens: int | None = None
     started: float = field(default_factory=time.monotonic)
+    # Seconds kept at the end for the answer's work after the search (engine/final.py
+    # closing_seconds): the search's own clock stops that much before `seconds`.
+    reserve: float = 0.0
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
     def left(self) -> float:
-        return self.seconds - self.elapsed()
+        """The search's seconds left: the budget less what has passed and the reserve."""
+        return self.seconds - self.reserve - self.elapsed()
 
     def room(self, done: int, in_flight: int, tokens: int) -> int:
         """How many more proposals may start now."""

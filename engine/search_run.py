@@ -31,7 +31,7 @@ from actors.llm import NO_LLM
 from actors.workers import start_ray, stop_ray
 from engine.config import RunConfig, merge, task_yaml_text
 from engine.feasibility import request_warnings
-from engine.final import select_final
+from engine.final import closing_seconds, select_final
 from engine.folds import make_folds
 from engine.loop import Budget, LoopStats, SearchLoop
 from engine.memory import (
@@ -164,6 +164,13 @@ class SearchRun:
                                                 "nodes_before": len(journal)}])
         budget = Budget(config.budget, config.max_nodes, self._tokens_left(before))
         progress = Progress(self.console, self.task, journal, budget)
+        folds = store.load_folds()
+
+        def on_node(node: Node, stats: LoopStats) -> None:
+            budget.reserve = closing_seconds(journal, config, folds, self.task)
+            progress.node(node, stats.prompt_tokens + stats.completion_tokens)
+
+        budget.reserve = closing_seconds(journal, config, folds, self.task)  # a resumed run's
 
         start_ray(config.address, config.executor_count
                   + config.llm_replicas * len(config.routes.specs))
@@ -180,18 +187,17 @@ class SearchRun:
                             fingerprint=memory_record.get("fingerprint", "")),
                 policy=policy, budget=budget, exec_timeout=config.exec_timeout,
                 requeue=requeue, llm_timeout=config.llm_timeout, reflect=config.reflect,
-                on_node=lambda node, s: progress.node(node,
-                                                      s.prompt_tokens + s.completion_tokens),
-                route=config.routes.spec_for, folds=store.load_folds(),
+                on_node=on_node, route=config.routes.spec_for, folds=folds,
                 floor=self._floor(seed, recalled), **workers.loop_arguments(),
             )
             progress.loop = loop
             stats, interrupted = self._search(loop, progress)
             tests = {**self.tests, **stats.test_scores}
-            spent = self._spent(before, stats, budget, interrupted)
+            searched = budget.elapsed()
             store.compact()
             selection = select_final(store, self.task, journal, tests, config, self.console,
                                      workers.run_script)
+            spent = self._spent(before, stats, budget, interrupted, searched)
         finally:
             if workers is not None:
                 workers.close()
@@ -262,13 +268,16 @@ class SearchRun:
         return stats, False
 
     def _spent(self, before: dict[str, Any], stats: LoopStats, budget: Budget,
-               interrupted: bool) -> dict[str, Any]:
-        """The run's totals over every start so far, this one's added."""
+               interrupted: bool, searched: float) -> dict[str, Any]:
+        """The run's totals over every start so far, this one's added: its seconds are the
+        search's and the answer's work after it (`closing_seconds`, against `reserved`)."""
         def total(key: str, this_start: float) -> float:
             return float(before.get(key, 0.0)) + this_start
 
         return {
             "seconds": total("seconds", budget.elapsed()),
+            "closing_seconds": budget.elapsed() - searched,
+            "reserved_seconds": budget.reserve,
             "budget": total("budget", self.config.budget),
             "nodes": len(self.journal),
             "prompt_tokens": int(total("prompt_tokens", stats.prompt_tokens)),
@@ -360,7 +369,8 @@ class Progress:
             f"nodes {len(self.journal)} ({shown or 'none yet'}) | in flight: {flight} | "
             f"done per worker {workers or '-'} | "
             f"best valid {self.task.metric.name} {best_text} | "
-            f"{self.tokens / elapsed:.1f} tok/s | budget left {left:.0f}s",
+            f"{self.tokens / elapsed:.1f} tok/s | search left {left:.0f}s "
+            f"(+{self.budget.reserve:.0f}s kept for the answer)",
             style="bold",
         )
 

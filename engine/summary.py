@@ -139,6 +139,14 @@ def cost(node: Node) -> str:
             f"{show(node.predict_ms_per_row, 'ms per row')}, model {show(node.model_mb, 'MB')}")
 
 
+def _closing(facts: dict[str, Any]) -> str:
+    """The last start's work after its search, against the seconds the search left for it."""
+    if "closing_seconds" not in facts:  # a run stored before the search kept time for it
+        return ""
+    return (f"; selecting and saving the answer took {facts['closing_seconds']:.0f}s of it "
+            f"({facts.get('reserved_seconds', 0.0):.0f}s kept for that)")
+
+
 def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type: str,
              metric: str, maximize: bool) -> list[tuple[str, str]]:
     """The headline facts of a run as (label, value) pairs, shared by summary.md and show. The
@@ -181,7 +189,7 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
         ("tokens", f"{prompt + completion} ({prompt} prompt, {completion} completion), "
                    f"LLM {facts.get('llm_seconds', 0.0):.0f}s"),
         ("time", f"{facts.get('seconds', 0.0):.0f}s of a {facts.get('budget', 0.0):.0f}s "
-                 f"budget{stopped}"),
+                 f"budget{stopped}{_closing(facts)}"),
         *([("workers busy", ", ".join(f"{w} {share:.0%}" for w, share in facts["busy"].items()))]
           if facts.get("busy") else []),
     ]

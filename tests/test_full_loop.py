@@ -192,6 +192,10 @@ def test_a_holdout_answer_is_refitted_on_train_and_valid(tmp_path: Path) -> None
     assert score(task, shipped, "test") == pytest.approx(refit["test_raw"])
     assert manifest["result"]["best_test"] == pytest.approx(refit["test_raw"])
     assert "refitted on train + valid" in (run / "summary.md").read_text()
+    # The refit and the save were kept time for out of the budget, and what they took is told.
+    spent = manifest["spent"]
+    assert spent["reserved_seconds"] > 0 and 0 < spent["closing_seconds"] < spent["seconds"]
+    assert "selecting and saving the answer took" in (run / "summary.md").read_text()
     # The saved model is that refit: one model, fitted on every train + valid row.
     model = manifest["selection"]["model"]
     assert model["saved"] is True and model["models"] == 1

@@ -4,6 +4,7 @@ nothing runs; this module writes the node's plan and code."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from operators.context import TaskContext
@@ -11,6 +12,9 @@ from operators.harness import ensemble_code
 from operators.kinds._base import EngineCode, OperatorKind, register
 from operators.measure import Measurements
 from search.node import Node, Operator
+
+# The plan's "<member id> x<weight>" pairs: the one record of which nodes carry weight.
+_WEIGHTED = re.compile(r"\b([0-9a-f]{12}) x(\d+)\b")
 
 
 def ensemble_written(ctx: TaskContext, members: list[Node], weights: Mapping[str, int],
@@ -20,6 +24,12 @@ def ensemble_written(ctx: TaskContext, members: list[Node], weights: Mapping[str
             + ", ".join(f"{n.node_id} x{weights[n.node_id]}" for n in members))
     return EngineCode(plan, ensemble_code(ctx, [n.code for n in members],
                                           [weights[n.node_id] for n in members]))
+
+
+def weighted_members(node: Node) -> list[str]:
+    """The ids of the members an ensemble node's code runs (its plan names them with their
+    weights), best weight first."""
+    return [match.group(1) for match in _WEIGHTED.finditer(node.plan)]
 
 
 def ensemble_cost(members: list[Node]) -> Measurements:

@@ -1,0 +1,111 @@
+"""The answer's work after the search comes out of the budget: `closing_seconds` estimates it
+from the current best's own runs, `Budget.left` keeps it back, and the summary says what it
+took against what was kept."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.config import RunConfig
+from engine.final import MAX_CLOSING_SHARE, SAVE_SHARE, closing_seconds
+from engine.folds import HOLDOUT, make_folds
+from engine.loop import Budget
+from engine.search_run import task_context
+from engine.summary import summary_facts, write_summary
+from engine.task import PreparedTask, TaskSpec, prepare_task
+from operators.kinds.ensemble import ensemble_written, weighted_members
+from search.journal import Journal
+from search.node import Node, Operator
+from tests.helpers import make_node
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> PreparedTask:
+    data = tmp_path_factory.mktemp("closing") / "d.csv"
+    data.write_text("a,b,y\n" + "".join(f"{i},{i % 5},{i % 7 * 2.5}\n" for i in range(200)))
+    return prepare_task(TaskSpec(data, "y"))
+
+
+def config(**changes: object) -> RunConfig:
+    return dataclasses.replace(RunConfig(), budget=600.0, **changes)  # type: ignore[arg-type]
+
+
+def ensemble_of(task: PreparedTask, journal: Journal, weights: dict[str, int]) -> Node:
+    """An ensemble node as the step writes it: its plan names the weighted members."""
+    members = [journal.get(i) for i in weights]
+    written = ensemble_written(task_context(task, 0), members, weights,
+                               candidates=len(journal))
+    node = make_node("e" * 12, operator=Operator.ENSEMBLE, metric=0.99, exec_seconds=0.0)
+    return dataclasses.replace(node, plan=written.plan,
+                               hint=",".join(n.node_id for n in journal))  # every candidate
+
+
+def test_the_plan_names_the_weighted_members_in_order(task: PreparedTask) -> None:
+    journal = Journal([make_node(f"{i:012x}", metric=0.1 * i) for i in range(1, 5)])
+    node = ensemble_of(task, journal, {"000000000003": 3, "000000000001": 1})
+    assert weighted_members(node) == ["000000000003", "000000000001"]
+    assert weighted_members(make_node("a" * 12)) == []
+
+
+def test_a_k_fold_answer_keeps_back_its_save_only(task: PreparedTask) -> None:
+    folds = make_folds(task, 5)
+    journal = Journal([make_node("n1", metric=0.5, exec_seconds=12.0)])
+    assert closing_seconds(journal, config(), folds, task) == pytest.approx(SAVE_SHARE * 12.0)
+    # Nothing to save and nothing to refit: the search keeps the whole budget.
+    assert closing_seconds(journal, config(save_model=False), folds, task) == 0.0
+    assert closing_seconds(Journal(), config(), folds, task) == 0.0
+
+
+def test_an_ensemble_counts_its_weighted_members_not_every_candidate(
+        task: PreparedTask) -> None:
+    folds = make_folds(task, 5)
+    nodes = [make_node(f"{i:012x}", metric=0.1 * i, exec_seconds=10.0 * i) for i in range(1, 6)]
+    journal = Journal(nodes)
+    journal.add(ensemble_of(task, journal, {"000000000005": 2, "000000000002": 1}))
+    best = journal.best()
+    assert best is not None and best.operator is Operator.ENSEMBLE
+    assert closing_seconds(journal, config(), folds, task) == pytest.approx(
+        SAVE_SHARE * (50.0 + 20.0))
+
+
+def test_a_holdout_answer_keeps_back_its_refit_on_more_rows(task: PreparedTask) -> None:
+    folds = make_folds(task, HOLDOUT)
+    journal = Journal([make_node("n1", metric=0.5, exec_seconds=8.0)])
+    rows = (len(task.train) + len(task.valid_y)) / len(task.train)
+    assert rows > 1
+    assert closing_seconds(journal, config(save_model=False), folds, task) == pytest.approx(
+        8.0 * rows)
+    assert closing_seconds(journal, config(), folds, task) == pytest.approx(
+        SAVE_SHARE * 8.0 * rows)
+
+
+def test_a_slow_answer_never_takes_more_than_its_share(task: PreparedTask) -> None:
+    journal = Journal([make_node("n1", metric=0.5, exec_seconds=10_000.0)])
+    assert closing_seconds(journal, config(), make_folds(task, 5), task) == pytest.approx(
+        MAX_CLOSING_SHARE * 600.0)
+
+
+def test_the_search_stops_the_reserve_before_the_budget() -> None:
+    budget = Budget(100.0, started=time.monotonic() - 30.0)
+    assert 69.0 < budget.left() <= 70.0
+    budget.reserve = 25.0
+    assert 44.0 < budget.left() <= 45.0
+    budget.reserve = 80.0  # a better answer costs more to save than the search has left
+    assert budget.left() < 0
+
+
+def test_the_summary_says_what_the_closing_took(tmp_path: Path, task: PreparedTask) -> None:
+    journal = Journal([make_node("n1", metric=0.5)])
+    facts = summary_facts(journal, {}, {"seconds": 598.0, "budget": 600.0,
+                                        "stopped_by": "wall clock", "closing_seconds": 41.4,
+                                        "reserved_seconds": 45.0})
+    text = write_summary(tmp_path, task, journal, {}, facts).read_text()
+    assert ("- time: 598s of a 600s budget; stopped by wall clock; selecting and saving the "
+            "answer took 41s of it (45s kept for that)") in text
+    older = summary_facts(journal, {}, {"seconds": 598.0, "budget": 600.0})
+    assert "selecting and saving" not in write_summary(tmp_path, task, journal, {},
+                                                       older).read_text()
