@@ -180,14 +180,21 @@ def test_the_prompt_lists_what_was_tried_and_reads_a_reply() -> None:
     refused = dataclasses.replace(make_node("r1", operator=Operator.FEATURES, step=2,
                                             status=Status.BUGGY),
                                   error=f"{REJECTED} it reads the target column 'price'")
-    journal = Journal([make_node("b", operator=Operator.BASELINE), kept, refused])
+    # the same columns tried twice more, on other references: one line, its gains, a count
+    again = [dataclasses.replace(
+        make_node(f"n{i}", operator=Operator.FEATURES, step=3 + i),
+        gate=Gate("b", (gain,) * 4, False, "not kept", ("rooms_x_area",)).to_json())
+        for i, gain in enumerate((-0.2, -0.1))]
+    journal = Journal([make_node("b", operator=Operator.BASELINE), kept, refused, *again])
     kind = kind_of(Operator.FEATURES)
     proposal = Proposal(Operator.FEATURES, "k1", 0.7, idea="b", family="lgbm",
                         params=(("n_estimators", 10),))
     prompt = kind.prompt(ctx, proposal, journal)
     text = prompt.messages[-1]["content"]
-    assert "kept (gain +0.125): added area_per_room" in text
-    assert "refused: it reads the target column 'price'" in text
+    assert "- kept: added area_per_room (gain +0.125)\n" in text
+    assert "- refused: it reads the target column 'price'\n" in text
+    assert "- not kept: added rooms_x_area (gain -0.2, -0.1; tried 2 times)\n" in text
+    assert text.count("rooms_x_area") == 1
     assert prompt.max_tokens <= 400 and prompt.tag == "features"
     # the stable part is the same for every program of the run (prefix cache)
     other = kind.prompt(ctx, dataclasses.replace(proposal, parent_id=None), Journal([]))

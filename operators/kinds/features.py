@@ -79,21 +79,36 @@ ASK_AGAIN = f"Reply again with one ```python block defining {FUNCTION}(df)."
 
 
 def _tried(journal: Journal) -> str:
-    """The latest programs with what became of each: what the model should not repeat."""
-    lines = []
+    """The latest distinct programs with what became of each: what the model should not
+    repeat. A program tried again (the same columns added, the same refusal) is one line with
+    its count, so the list stays short and the repetition is plain to the model."""
+    outcomes: dict[str, list[str]] = {}  # line -> the gains of each time it was tried
     programs = [n for n in journal.nodes_of(Operator.FEATURES) if n.status is not Status.LOST]
-    for node in sorted(programs, key=lambda n: n.step)[-TRIED_SHOWN:]:
+    for node in sorted(programs, key=lambda n: n.step):
         gate = gate_of(node)
         if gate is not None:
-            added = ", ".join(gate.added) or "?"
-            outcome = "kept" if gate.kept else "not kept"
-            lines.append(f"- {outcome} (gain {gate.mean_gain:+.3g}): added {added}")
+            line = (f"{'kept' if gate.kept else 'not kept'}: added "
+                    f"{', '.join(gate.added) or '?'}")
+            gain = f"{gate.mean_gain:+.3g}"
         elif node.error.startswith(REJECTED):
-            lines.append(f"- refused: {one_line(node.error.removeprefix(REJECTED))[:120]}")
+            line, gain = f"refused: {one_line(node.error.removeprefix(REJECTED))[:120]}", ""
         elif node.error:
-            lines.append(f"- failed: {one_line(node.error)[:120]}")
+            line, gain = f"failed: {one_line(node.error)[:120]}", ""
+        else:
+            continue
+        outcomes.setdefault(line, []).append(gain)
+        outcomes[line] = outcomes.pop(line)  # the latest last
+    lines = [f"- {line}" + _told(gains) for line, gains in list(outcomes.items())[-TRIED_SHOWN:]]
     return "# Programs already tried (do not repeat them)\n" + "\n".join(lines) + "\n\n" \
         if lines else ""
+
+
+def _told(gains: list[str]) -> str:
+    """A line's gains, and how often it was tried when more than once."""
+    shown = [g for g in gains if g]
+    times = f"tried {len(gains)} times" if len(gains) > 1 else ""
+    parts = [*([f"gain {', '.join(shown)}"] if shown else []), *([times] if times else [])]
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _current(journal: Journal, parent_id: str | None) -> str:
