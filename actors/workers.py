@@ -305,16 +305,58 @@ class Workers:
 
     def run_script(self, code: str, inputs: dict[str, bytes], limits: Limits) -> ExecResult:
         """Run one script on the executors, outside the search loop (the final selection's
-        cross-validation folds): the same sandboxes as every candidate, never the driver. An
-        executor that died is replaced and the script run once more."""
-        ref = ray.put(inputs)
-        index = self._next % len(self.executors)
-        self._next += 1
-        try:
-            return ray.get(self.executors[index].run.remote(code, ref, limits)).result
-        except ray.exceptions.RayActorError:
-            self.executors[index] = self.restart_executor(self.executors[index])
-            return ray.get(self.executors[index].run.remote(code, ref, limits)).result
+        cross-validation folds): the same sandboxes as every candidate, never the driver."""
+        (result,) = self.run_scripts([(code, inputs, limits)])
+        return result
+
+    def run_scripts(self, jobs: list[tuple[str, dict[str, bytes], Limits]]
+                    ) -> list[ExecResult]:
+        """Run scripts on every executor at once, each executor taking the next job in turn;
+        the results in the jobs' order. A job whose executor died is run once more on its
+        replacement."""
+        placed = []
+        for code, inputs, limits in jobs:
+            index = self._next % len(self.executors)
+            self._next += 1
+            ref = ray.put(inputs)
+            placed.append((index, ref, self.executors[index].run.remote(code, ref, limits)))
+        results = []
+        for (index, ref, future), (code, _, limits) in zip(placed, jobs, strict=True):
+            try:
+                results.append(ray.get(future).result)
+            except ray.exceptions.RayActorError:
+                self.executors[index] = self.restart_executor(self.executors[index])
+                results.append(ray.get(self.executors[index].run.remote(code, ref, limits))
+                               .result)
+        return results
+
+    def lendable_cpus(self) -> int:
+        """The executors the LLMs' CPUs would make once the search ends: those of LLM actors
+        placed on plain CPUs (an actor on a GPU or a custom resource holds a node whose CPUs
+        an executor may not be allowed, and waiting for it could hang the run's end)."""
+        cpus = sum(pool.placement.num_cpus * len(pool.actors) for pool in self.pools
+                   if not pool.placement.gpus and not pool.placement.resources)
+        per_executor = self.exec_placement.num_cpus
+        if self.exec_placement.gpus or self.exec_placement.resources or per_executor <= 0:
+            return 0
+        return int(cpus // per_executor)
+
+    def lend_llm_cpus(self) -> int:
+        """After the search no LLM is asked again: its actors go, and executors take the CPUs
+        they held (`lendable_cpus`), so the answer's fits run side by side. The number of
+        executors now."""
+        extra = self.lendable_cpus()
+        for pool in self.pools:
+            for actor in pool.actors.values():
+                with contextlib.suppress(Exception):  # already dead
+                    ray.kill(actor, no_restart=True)
+            pool.actors.clear()
+            pool.close()
+        self.pools, self._pool_by_name = [], {}
+        p = self.exec_placement
+        self.executors += start_executors(extra, num_cpus=p.num_cpus, gpus=p.gpus,
+                                          names=[f"exec-c{i}" for i in range(extra)])
+        return len(self.executors)
 
     def restart_executor(self, dead: Any) -> Any:
         p = self.exec_placement

@@ -19,6 +19,7 @@ from engine.fitted import FittedAnswer, fit_answer, keep, saved_answer
 from engine.folds import HOLDOUT, Folds, dev_frame, dev_labels, make_folds
 from engine.scoring import SubmissionError, score
 from engine.select import (
+    BatchRunner,
     Runner,
     cross_fitted_score,
     select_by_cv,
@@ -32,19 +33,21 @@ from sandbox import Limits
 from search.journal import Journal
 from search.node import Node, Operator
 
-# Saving the answer's model fits each of its training sets again and replays them once to
-# check the state: about 0.75 and 0.6 of the seconds its scoring runs took (README command 1,
-# an ensemble of five members: 34.4 s and 26.7 s against 46.8 s of scoring runs).
-SAVE_SHARE = 1.5
+# Saving the answer's model fits each of its training sets again and replays each once to
+# check the state: measured at 1.3 times the seconds its scoring runs took (concrete, an
+# ensemble of five members: 34.4 s and 26.7 s against 46.8 s) and 2.8 times (california
+# housing, two members on 13,000 rows, beside other work: 86.7 s and 61.4 s against 52.4 s).
+SAVE_SHARE = 2.0
 # The answer's work after the search never takes more of the budget than this share.
 MAX_CLOSING_SHARE = 0.25
 
 
 def select_final(store: RunStore, task: PreparedTask, journal: Journal,
                  tests: dict[str, float | None], config: RunConfig,
-                 console: Console, run: Runner) -> dict[str, Any]:
+                 console: Console, run: Runner, run_all: BatchRunner) -> dict[str, Any]:
     """Choose the node the run hands over (`--select`, see engine/select.py), make it the
-    journal's `final` and put it in best/; return the record of the choice for the manifest."""
+    journal's `final` and put it in best/; return the record of the choice for the manifest.
+    `run` runs one script on the executors, `run_all` several side by side."""
     best = journal.best()
     if best is None:
         return {"method": config.select, "winner": None}
@@ -86,7 +89,7 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
             console.print("the answer is the one already saved: its fitted models are kept",
                           markup=False)
         else:
-            fitted = fit_model(task, node, folds, run, limits, console)
+            fitted = fit_model(task, node, folds, run_all, limits, console)
         record["model"] = fitted.record
     if valid is not None and folds is not None and folds.k == HOLDOUT:
         # Scored on the holdout, the answer learned from train alone: it learns once more
@@ -113,33 +116,35 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
 
 
 def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
-                    task: PreparedTask) -> float:
+                    task: PreparedTask, executors: int) -> float:
     """The seconds the work after the search (saving the answer's model; on the holdout its
     refit on every train + valid row) would take if the search ended now, estimated from the
-    runs of the current best node (an ensemble's: its weighted members'); at most
-    MAX_CLOSING_SHARE of the budget. `--select cv` runs are not counted."""
+    runs of the current best node (an ensemble's: its weighted members'), its training sets
+    fitted `executors` at a time; at most MAX_CLOSING_SHARE of the budget. `--select cv`
+    runs are not counted."""
     best = journal.best()
     if best is None:
         return 0.0
     ids = weighted_members(best) if best.operator is Operator.ENSEMBLE else [best.node_id]
     scoring = sum(journal.get(i).exec_seconds for i in ids if i in journal)
     holdout = folds is None or folds.k == HOLDOUT
-    # A holdout run scored the answer learning from train alone; its refit learns from more.
-    rows = (len(task.train) + len(task.valid_y)) / max(1, len(task.train)) if holdout else 1.0
+    if folds is None or folds.k == HOLDOUT:  # one run on train scored it; its refit learns
+        scoring *= (len(task.train) + len(task.valid_y)) / max(1, len(task.train))  # alone
+    else:  # k runs scored it, one per fold; the saved fits run in rounds of `executors`
+        scoring *= -(-folds.k // max(1, executors)) / folds.k
+    cap = MAX_CLOSING_SHARE * config.budget
     if config.save_model:
-        seconds = SAVE_SHARE * scoring * rows
-    else:
-        seconds = scoring * rows if holdout else 0.0
-    return min(seconds, MAX_CLOSING_SHARE * config.budget)
+        return min(SAVE_SHARE * scoring, cap)
+    return min(scoring, cap) if holdout else 0.0  # nothing saved: the holdout's refit alone
 
 
-def fit_model(task: PreparedTask, node: Node, folds: Folds | None, run: Runner, limits: Any,
-              console: Console) -> FittedAnswer:
+def fit_model(task: PreparedTask, node: Node, folds: Folds | None, run_all: BatchRunner,
+              limits: Any, console: Console) -> FittedAnswer:
     """The answer fitted once per training set with its fits saved (engine/fitted.py)."""
     count = 1 if folds is None or folds.k == HOLDOUT else folds.k
     console.print(f"saving the answer's fitted model{'s' * (count > 1)} ({count} fit"
                   f"{'s' * (count > 1)}, each replayed once)", markup=False)
-    fitted = fit_answer(task, node.node_id, node.code, folds, run, limits)
+    fitted = fit_answer(task, node.node_id, node.code, folds, run_all, limits)
     if not fitted.record["saved"]:
         console.print(f"the answer's model is not saved ({fitted.record['reason']}); "
                       "engine.predict will train it again", markup=False)

@@ -28,7 +28,7 @@ import pandas as pd
 
 from engine.folds import HOLDOUT, Folds, dev_frame, fold_inputs
 from engine.scoring import SubmissionError, read_stacked, read_submission
-from engine.select import Runner
+from engine.select import BatchRunner
 from engine.task import PreparedTask, csv_bytes
 from fileio import replacing_dir
 from operators.fitted import (
@@ -86,24 +86,25 @@ class FittedAnswer:
 
 
 def fit_answer(task: PreparedTask, node_id: str, code: str, folds: Folds | None,
-               run: Runner, limits: Limits) -> FittedAnswer:
+               run_all: BatchRunner, limits: Limits) -> FittedAnswer:
     """Fit the answer once per training set with its fits saved, and replay each: kept only
-    if every replay reproduces its fit's test predictions."""
-    states: list[bytes] = []
-    tests: list[bytes] = []
-    fit_seconds = replay_seconds = 0.0
-    for index, inputs in enumerate(training_inputs(task, folds)):
-        inputs = {**inputs, SOLUTION_FILE: code.encode("utf-8")}
-        saved = run(fitted_wrapper(SAVE), inputs, limits)
+    if every replay reproduces its fit's test predictions. The fits run side by side on the
+    executors, then the replays."""
+    trainings = [{**inputs, SOLUTION_FILE: code.encode("utf-8")}
+                 for inputs in training_inputs(task, folds)]
+    fits = run_all([(fitted_wrapper(SAVE), inputs, limits) for inputs in trainings])
+    for index, saved in enumerate(fits):
         where = f"model {index + 1}"
         if saved.status != "ok" or saved.fitted is None or saved.test_csv is None:
             return FittedAnswer({"saved": False, "reason": f"{where}: {_why(saved)}"})
         if len(saved.fitted) >= SUBMISSION_CAP:
             return FittedAnswer({"saved": False, "reason": f"{where}: its fits take over "
                                                            f"{SUBMISSION_CAP // 2**20} MiB"})
-        replayed = run(fitted_wrapper(LOAD), replay_inputs(
-            [inputs["train.csv"]], code, [saved.fitted], inputs["valid.csv"],
-            inputs["test.csv"]), limits)
+    replays = run_all([(fitted_wrapper(LOAD), replay_inputs(
+        [inputs["train.csv"]], code, [saved.fitted or b""], inputs["valid.csv"],
+        inputs["test.csv"]), limits) for inputs, saved in zip(trainings, fits, strict=True)])
+    for index, (saved, replayed) in enumerate(zip(fits, replays, strict=True)):
+        where = f"model {index + 1}"
         if replayed.status != "ok":
             return FittedAnswer({"saved": False,
                                  "reason": f"{where}: the replay failed: {_why(replayed)}"})
@@ -116,10 +117,10 @@ def fit_answer(task: PreparedTask, node_id: str, code: str, folds: Folds | None,
             return FittedAnswer({"saved": False, "reason": f"{where}: restoring its fits "
                                  "changed its test predictions (a step outside the fits is "
                                  "random)"})
-        states.append(saved.fitted)
-        tests.append(saved.test_csv)
-        fit_seconds += saved.seconds
-        replay_seconds += replayed.seconds
+    states = [saved.fitted or b"" for saved in fits]
+    tests = [saved.test_csv or b"" for saved in fits]
+    fit_seconds = sum(saved.seconds for saved in fits)
+    replay_seconds = sum(replayed.seconds for replayed in replays)
     holdout = folds is None or folds.k == HOLDOUT
     record = {"saved": True, "node_id": node_id, "models": len(states),
               "training": "every train + valid row" if holdout else

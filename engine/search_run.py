@@ -166,12 +166,6 @@ class SearchRun:
         progress = Progress(self.console, self.task, journal, budget)
         folds = store.load_folds()
 
-        def on_node(node: Node, stats: LoopStats) -> None:
-            budget.reserve = closing_seconds(journal, config, folds, self.task)
-            progress.node(node, stats.prompt_tokens + stats.completion_tokens)
-
-        budget.reserve = closing_seconds(journal, config, folds, self.task)  # a resumed run's
-
         start_ray(config.address, config.executor_count
                   + config.llm_replicas * len(config.routes.specs))
         interrupted = False
@@ -179,6 +173,14 @@ class SearchRun:
         try:
             workers = start_workers(config, self.options)
             store.update_manifest(model=", ".join(workers.models()) or NO_LLM)
+            # The answer is fitted after the search with the LLMs' CPUs lent to executors.
+            closing = len(workers.executors) + workers.lendable_cpus()
+
+            def on_node(node: Node, stats: LoopStats) -> None:
+                budget.reserve = closing_seconds(journal, config, folds, self.task, closing)
+                progress.node(node, stats.prompt_tokens + stats.completion_tokens)
+
+            budget.reserve = closing_seconds(journal, config, folds, self.task, closing)
             loop = SearchLoop(
                 task=self.task, store=store, journal=journal,
                 # A resumed run gets its findings back from the analysis node in the Journal.
@@ -195,8 +197,9 @@ class SearchRun:
             tests = {**self.tests, **stats.test_scores}
             searched = budget.elapsed()
             store.compact()
+            workers.lend_llm_cpus()
             selection = select_final(store, self.task, journal, tests, config, self.console,
-                                     workers.run_script)
+                                     workers.run_script, workers.run_scripts)
             spent = self._spent(before, stats, budget, interrupted, searched)
         finally:
             if workers is not None:

@@ -41,6 +41,16 @@ from search.node import Node
 
 # Runs a script in a sandbox: the search's executors (actors.workers.Workers.run_script).
 Runner = Callable[[str, dict[str, bytes], Limits], ExecResult]
+# Runs scripts side by side on every executor, results in the jobs' order (run_scripts).
+Job = tuple[str, dict[str, bytes], Limits]
+BatchRunner = Callable[[list[Job]], list[ExecResult]]
+
+
+def one_at_a_time(run: Runner) -> BatchRunner:
+    """A BatchRunner that runs the jobs one after the other (one sandbox, no executors)."""
+    return lambda jobs: [run(*job) for job in jobs]
+
+
 CONFIDENCE = 0.9  # share of resamples in which a node must beat the one it replaces
 RESAMPLES = 1000
 TOP_K = 5  # distinct prediction sets above the baseline compared against it, best valid first

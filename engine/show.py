@@ -1,8 +1,9 @@
 """Command line: `python -m engine.show runs/<id> [--nodes]`: a run's summary in the terminal.
 
 Prints what `summary.md` holds (task, budget spent, best valid/test, best path, counts by
-status, tokens, top errors, where files are) as rich tables, read fresh from the store, so it
-also works on a run that is still going or was killed; `--nodes` adds one row per node.
+status, tokens, the LLM's feature programs, top errors, where files are) as rich tables, read
+fresh from the store, so it also works on a run that is still going or was killed; `--nodes`
+adds one row per node.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from pathlib import Path
 
 from rich import box
 from rich.console import Console
+from rich.markdown import Markdown
 from rich.table import Table
 from rich.text import Text
 
 from engine.outputs import existing_files
 from engine.runs import open_run
-from engine.summary import overview, shown_path, summary_facts, top_errors
+from engine.summary import overview, programs_section, shown_path, summary_facts, top_errors
 from search.errors import EngineError, UserError, error_exit
 from search.journal import Journal
 from search.metric import METRICS
@@ -71,6 +73,10 @@ def show(run: Path, console: Console, *, nodes: bool = False) -> None:
             else:
                 table.add_row(step, row["node_id"], row["operator"], _fmt(row["metric_raw"]))
         console.print(table)
+
+    programs = programs_section(journal)  # summary.md's own section, rendered
+    if programs:
+        console.print(Markdown("\n".join(programs)))
 
     errors = top_errors(journal)
     if errors:

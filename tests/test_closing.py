@@ -54,10 +54,24 @@ def test_the_plan_names_the_weighted_members_in_order(task: PreparedTask) -> Non
 def test_a_k_fold_answer_keeps_back_its_save_only(task: PreparedTask) -> None:
     folds = make_folds(task, 5)
     journal = Journal([make_node("n1", metric=0.5, exec_seconds=12.0)])
-    assert closing_seconds(journal, config(), folds, task) == pytest.approx(SAVE_SHARE * 12.0)
+    assert closing_seconds(journal, config(), folds, task, 1) == pytest.approx(SAVE_SHARE * 12.0)
     # Nothing to save and nothing to refit: the search keeps the whole budget.
-    assert closing_seconds(journal, config(save_model=False), folds, task) == 0.0
-    assert closing_seconds(Journal(), config(), folds, task) == 0.0
+    assert closing_seconds(journal, config(save_model=False), folds, task, 1) == 0.0
+    assert closing_seconds(Journal(), config(), folds, task, 1) == 0.0
+
+
+def test_the_saved_fits_run_in_rounds_of_the_executors(task: PreparedTask) -> None:
+    # 5 fold fits on 2 executors: 3 rounds of the 5 the scoring took one after the other.
+    folds = make_folds(task, 5)
+    journal = Journal([make_node("n1", metric=0.5, exec_seconds=10.0)])
+    assert closing_seconds(journal, config(), folds, task, 2) == pytest.approx(
+        SAVE_SHARE * 10.0 * 3 / 5)
+    assert closing_seconds(journal, config(), folds, task, 8) == pytest.approx(
+        SAVE_SHARE * 10.0 / 5)
+    # the holdout's one refit cannot be split
+    holdout = make_folds(task, HOLDOUT)
+    assert closing_seconds(journal, config(), holdout, task, 2) == closing_seconds(
+        journal, config(), holdout, task, 1)
 
 
 def test_an_ensemble_counts_its_weighted_members_not_every_candidate(
@@ -68,7 +82,7 @@ def test_an_ensemble_counts_its_weighted_members_not_every_candidate(
     journal.add(ensemble_of(task, journal, {"000000000005": 2, "000000000002": 1}))
     best = journal.best()
     assert best is not None and best.operator is Operator.ENSEMBLE
-    assert closing_seconds(journal, config(), folds, task) == pytest.approx(
+    assert closing_seconds(journal, config(), folds, task, 1) == pytest.approx(
         SAVE_SHARE * (50.0 + 20.0))
 
 
@@ -77,15 +91,15 @@ def test_a_holdout_answer_keeps_back_its_refit_on_more_rows(task: PreparedTask) 
     journal = Journal([make_node("n1", metric=0.5, exec_seconds=8.0)])
     rows = (len(task.train) + len(task.valid_y)) / len(task.train)
     assert rows > 1
-    assert closing_seconds(journal, config(save_model=False), folds, task) == pytest.approx(
+    assert closing_seconds(journal, config(save_model=False), folds, task, 1) == pytest.approx(
         8.0 * rows)
-    assert closing_seconds(journal, config(), folds, task) == pytest.approx(
+    assert closing_seconds(journal, config(), folds, task, 1) == pytest.approx(
         SAVE_SHARE * 8.0 * rows)
 
 
 def test_a_slow_answer_never_takes_more_than_its_share(task: PreparedTask) -> None:
     journal = Journal([make_node("n1", metric=0.5, exec_seconds=10_000.0)])
-    assert closing_seconds(journal, config(), make_folds(task, 5), task) == pytest.approx(
+    assert closing_seconds(journal, config(), make_folds(task, 5), task, 1) == pytest.approx(
         MAX_CLOSING_SHARE * 600.0)
 
 

@@ -15,6 +15,7 @@ import pytest
 from engine.predict import main as predict_main
 from engine.run import main
 from engine.runs import open_run
+from engine.show import main as show_main
 from search.node import Operator, Status
 from search.programs import REJECTED, gate_of, is_kept, program_counts
 
@@ -35,7 +36,8 @@ def _data(path: Path, rows: int = 400, seed: int = 0) -> pd.DataFrame:
 
 
 @pytest.mark.slow
-def test_a_program_that_helps_is_kept_and_the_others_are_refused(tmp_path: Path) -> None:
+def test_a_program_that_helps_is_kept_and_the_others_are_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _data(tmp_path / "train.csv")
     replies = {"features": [f"```python\n{p}```" for p in PROGRAMS]}
     (tmp_path / "replies.json").write_text(json.dumps(replies))
@@ -73,6 +75,11 @@ def test_a_program_that_helps_is_kept_and_the_others_are_refused(tmp_path: Path)
     # its solution applies the program, and engine.predict computes it for new rows.
     assert run.journal.final().node_id == helps.node_id
     assert "FEATURE_PROGRAMS" in (run_dir / "best" / "solution.py").read_text()
+    # engine.show prints summary.md's feature-program section: the counts and the kept one.
+    capsys.readouterr()
+    assert show_main([str(run_dir)]) == 0
+    shown = capsys.readouterr().out
+    assert "Feature programs" in shown and "1 kept" in shown and helps.node_id in shown
     new = _data(tmp_path / "new.csv", rows=50, seed=1)
     assert predict_main([str(run_dir), str(tmp_path / "new.csv"), "-o",
                          str(tmp_path / "pred.csv")]) == 0

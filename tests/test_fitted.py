@@ -23,6 +23,7 @@ from engine.fitted import (
 )
 from engine.folds import Folds, make_folds
 from engine.search_run import task_context
+from engine.select import one_at_a_time
 from engine.task import PreparedTask, TaskSpec, csv_bytes, prepare_task
 from operators.fitted import LOAD, SAVE, fitted_wrapper
 from operators.harness import assemble
@@ -49,7 +50,8 @@ def task(tmp_path_factory: pytest.TempPathFactory) -> PreparedTask:
 
 def save_answer(best: Path, task: PreparedTask, node_id: str, code: str,
                 folds: Folds | None) -> dict[str, Any]:
-    fitted: FittedAnswer = fit_answer(task, node_id, code, folds, run_script, LIMITS)
+    fitted: FittedAnswer = fit_answer(task, node_id, code, folds, one_at_a_time(run_script),
+                                       LIMITS)
     keep(best, fitted)
     return fitted.record
 

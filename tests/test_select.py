@@ -23,6 +23,7 @@ from engine.scoring import read_submission, submission_metric
 from engine.select import (
     CONFIDENCE,
     cross_fitted_score,
+    one_at_a_time,
     paired_bootstrap,
     resampled_scores,
     select_confirmed,
@@ -192,13 +193,13 @@ def test_the_final_selection_records_an_ensemble_answers_cross_fitted_score(
         raise AssertionError("selection by valid score with kept predictions runs nothing")
 
     record = select_final(store, task, journal, {}, RunConfig(select="valid", save_model=False),
-                          Console(quiet=True), no_runs)
+                          Console(quiet=True), no_runs, one_at_a_time(no_runs))
     # `good` is right on a superset of `base`'s rows: chosen on any rows, the weights are
     # `good` alone, so the blend's cross-fitted score is good's; a single answer has none.
     assert record["winner"] == "blend" and record["cross_fitted_raw"] == pytest.approx(0.8)
     journal = Journal([journal.get("base"), journal.get("good")])
     record = select_final(store, task, journal, {}, RunConfig(select="valid", save_model=False),
-                          Console(quiet=True), no_runs)
+                          Console(quiet=True), no_runs, one_at_a_time(no_runs))
     assert record["winner"] == "good" and "cross_fitted_raw" not in record
 
 
