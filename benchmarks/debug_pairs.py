@@ -38,8 +38,9 @@ from benchmarks.cli import add_shared_flags
 from benchmarks.stats import share, sign_test
 from engine.export import runs_in
 from engine.runs import open_run
+from engine.search_context import SearchContext
 from engine.search_run import task_context
-from engine.step import SearchContext, Step, run_step
+from engine.step import Step, run_step
 from engine.task import PreparedTask
 from operators.analyst import analysis_findings
 from operators.context import TaskContext

@@ -6,7 +6,8 @@
 - `request`: a task written in words, resolved to a configuration.
 - `task`: reading, checking, splitting and describing the data.
 - `feasibility`: soft checks of a task before any search (request verification).
-- `step`: one node's life, a pure state machine from a proposal to its Node.
+- `step`: one node's life, a pure state machine from a proposal to its Node;
+  `search_context`: what the steps of one search share.
 - `loop`: the scheduler that keeps every LLM and executor busy.
 - `placement`: from the configuration to the actors of one start.
 - `scoring`: a submission checked and scored on hidden labels, in the driver only.
@@ -17,5 +18,5 @@
 """
 
 __all__ = ["api", "config", "export", "feasibility", "loop", "outputs", "placement", "predict",
-           "request", "run", "runs", "scoring", "select", "show", "step", "store", "summary",
-           "task"]
+           "request", "run", "runs", "scoring", "search_context", "select", "show", "step",
+           "store", "summary", "task"]

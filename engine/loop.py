@@ -23,15 +23,14 @@ from actors.pool import ActorPool, Call
 from engine.folds import Folds
 from engine.runs import kept_predictions
 from engine.scoring import frame_csv
+from engine.search_context import ALL_FOLDS, SearchContext
 from engine.step import (
-    ALL_FOLDS,
     DEADLINE_ERROR,
     ENGINE_WRITTEN,
     STOPPED_ERROR,
     Done,
     Execute,
     Generate,
-    SearchContext,
     Step,
 )
 from engine.store import RunStore

@@ -20,14 +20,12 @@ step asks of the operator's module (`operators.kinds.kind_of`). The shapes of a 
 from __future__ import annotations
 
 import json
-import math
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from engine.blend import ensemble_selection
-from engine.folds import Folds, all_folds_inputs, dev_labels, fold_inputs, make_folds
 from engine.programs import program_gate
 from engine.scoring import (
     HeldOut,
@@ -37,9 +35,7 @@ from engine.scoring import (
     score_held_out,
     score_train,
 )
-from engine.task import PreparedTask
-from operators.analyst import analysis_findings, next_analysis
-from operators.context import TaskContext
+from engine.search_context import ALL_FOLDS, SearchContext
 from operators.features import added_columns
 from operators.flags import implementation_flags
 from operators.harness import model_part
@@ -50,93 +46,13 @@ from operators.params import params_json
 from operators.replies import clean_reflection, self_reported_metric
 from sandbox import ExecResult, Limits
 from search.chat import ChatPrompt, Reply
-from search.journal import Journal
 from search.node import Node, Operator, Status, code_hash
 from search.policy import Proposal
 from search.programs import REJECTED
 
 DEADLINE_ERROR = "stopped at the budget deadline"
 STOPPED_ERROR = "stopped by the user"
-# Nodes whose predictions stay in memory: ensemble selection chooses among the 20 best.
-KEPT_IN_MEMORY = 50
 ENGINE_WRITTEN = tuple(op for op in Operator if op.traits.engine_written)
-
-
-@dataclass
-class SearchContext:
-    """What the steps of one search start share: the task (for scoring), what the prompts
-    know (`ctx`, which gains the analyst's findings), the Journal, and the code queued or
-    running (a reply repeating it is not run again)."""
-
-    task: PreparedTask
-    ctx: TaskContext
-    journal: Journal
-    run_id: str = ""
-    policy: str = ""
-    exec_timeout: float = 300.0
-    # Seconds one run of the floor's own code may take (a slow trial must not hold the
-    # executor for a large part of a short budget); None: exec_timeout.
-    floor_seconds: float | None = None
-    reflect: bool = False  # --reflect: a reflection call before every debug and improve step
-    # A reply repeating code already in the Journal or running is not run again (seed 002);
-    # a replay benchmark, measuring each sample as it runs, turns this off.
-    skip_duplicates: bool = True
-    running: dict[str, str] = field(default_factory=dict)  # code hash -> node id
-    requests: int = 0  # first prompts built so far: part of each one's sampling seed
-    folds: Folds | None = None  # the run's folds (engine/folds.py); None: the holdout
-    # What every scored node predicted (held-out and test): ensemble selection's material.
-    predictions: dict[str, HeldOut] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.folds is None:
-            self.folds = make_folds(self.task, 1)
-        self.dev_labels = dev_labels(self.task)
-
-    @property
-    def fold_plan(self) -> Folds:
-        assert self.folds is not None  # set in __post_init__
-        return self.folds
-
-    def keep(self, node: Node, predictions: HeldOut) -> None:
-        """Hold a scored node's predictions for ensemble selection; only the best
-        KEPT_IN_MEMORY (on large data a long run's would fill the driver's memory; all stay
-        on disk in preds/)."""
-        self.predictions[node.node_id] = predictions
-        if len(self.predictions) > KEPT_IN_MEMORY:
-            journal = self.journal
-            score = {i: journal.get(i).metric if i in journal else None
-                     for i in self.predictions}
-            score[node.node_id] = node.metric
-            del self.predictions[min(self.predictions, key=lambda i: _or_worst(score[i]))]
-
-    def inputs(self, fold: int) -> dict[str, bytes]:
-        """The input/ folder of a run of `fold` (ALL_FOLDS: engine-written code only)."""
-        if fold == ALL_FOLDS:
-            return all_folds_inputs(self.task, self.fold_plan)
-        return fold_inputs(self.task, self.fold_plan, fold)
-
-    def next_seed(self) -> int:
-        """A seed per request: the same prompt twice (improving one parent) must be free to
-        give two different replies; derived from the run seed and step, so reproducible."""
-        self.requests += 1
-        return self.ctx.seed * 100_003 + len(self.journal) * 101 + self.requests
-
-    def stale(self, proposal: Proposal) -> bool:
-        """A proposal (re-queued from an earlier start) that names nodes never stored."""
-        named = [proposal.parent_id, *proposal.members] if proposal.parent_id else [
-            *proposal.members]
-        return any(node_id not in self.journal for node_id in named)
-
-    def after_analysis(self, node: Node) -> Proposal | None:
-        """Findings into every later prompt; a failed analysis gets one retry (returned),
-        then the search goes on without findings."""
-        findings = analysis_findings(self.journal)
-        if findings:
-            self.ctx = replace(self.ctx, findings=findings)
-            return None
-        if node.status in (Status.LOST, Status.KILLED):  # those are re-proposed anyway
-            return None
-        return next_analysis(self.journal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +62,6 @@ class Generate:
     prompt: ChatPrompt
 
 
-ALL_FOLDS = -1  # a run of engine-written code that fits every fold in one process
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,10 +417,6 @@ class Step:
         )
         self._done = Done(node, predictions.test_raw if predictions else None, predictions)
         return self._done
-
-
-def _or_worst(metric: float | None) -> float:
-    return -math.inf if metric is None else metric
 
 
 def run_step(step: Step, generate: Callable[[ChatPrompt], Reply],

@@ -11,12 +11,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from engine.search_context import SearchContext
 from engine.step import (
     DEADLINE_ERROR,
     Done,
     Execute,
     Generate,
-    SearchContext,
     Step,
 )
 from engine.task import PreparedTask, TaskSpec, prepare_task
