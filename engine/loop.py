@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import secrets
 import time
 from collections import deque
 from collections.abc import Callable
@@ -473,7 +474,11 @@ class SearchLoop:
         self.on_node(node, self.stats)
 
     def _stop_in_flight(self, reason: str) -> None:
-        """Record everything still running or waiting as killed, then drop it."""
+        """Record everything still running or waiting as killed, then drop it. Proposals
+        re-queued from an earlier start that never started (an LLM's, in a start without
+        one) are marked in flight again, so the next start proposes them once more."""
+        while self._requeue:
+            self.store.mark_in_flight(secrets.token_hex(6), self._requeue.popleft()[0])
         steps = [run.step for run in [*self._execs.cancel_all(), *self._ready]]
         for pool in self._llms.values():
             steps += pool.cancel_all()

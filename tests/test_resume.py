@@ -20,6 +20,8 @@ import pytest
 
 from engine.run import main
 from engine.store import RunStore
+from search.node import Operator
+from search.policy import Proposal
 from tests.helpers import only_run, resume_task
 
 
@@ -39,6 +41,23 @@ def test_resume_after_node_budget(tmp_path: Path) -> None:
     manifest = RunStore.open(run).manifest()
     assert len(manifest["starts"]) == 2 and manifest["spent"]["nodes"] == 5
     assert manifest["spent"]["budget"] == 300 + 120
+
+
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
+def test_a_start_without_an_llm_keeps_the_llms_proposals_for_the_next(tmp_path: Path) -> None:
+    task = resume_task(tmp_path, 0.0, 1)
+    task.write_text(task.read_text().replace("baseline: false", "baseline: true"))
+    out = tmp_path / "runs"
+    assert main(["--task", str(task), "--out", str(out)]) == 0
+    run = only_run(out)
+    (root,) = pd.read_parquet(run / "nodes").node_id  # the baseline root
+    left = Proposal(Operator.IMPROVE, root, 0.7)
+    RunStore.open(run).mark_in_flight("left", left)  # as a killed start leaves it
+    # No LLM: nothing can run the improvement, so it waits for a start with one.
+    assert main(["--resume", str(run), "--llm", "none", "--max-nodes", "3", "--budget", "1m",
+                 "--quiet"]) == 0
+    assert list(pd.read_parquet(run / "nodes").node_id) == [root]
+    assert RunStore.open(run).take_in_flight() == [left]
 
 
 @pytest.mark.slow  # whole searches, over 20 s: the slow step
