@@ -207,7 +207,6 @@ class Floor:
         self._run_once: set[str] = set()
         self._seen: set[str] = set()
         self._last_ensemble: frozenset[str] = frozenset()
-        self._trials = 0
 
     # ---- what to run -----------------------------------------------------------------------
 
@@ -229,7 +228,7 @@ class Floor:
                     return Proposal(Operator.PORTFOLIO, None, 0.0, idea=name, family=family,
                                     params=tuple(sorted(params.items())))
         if self.tuning:
-            return self._trial(journal)
+            return self._trial(journal, in_flight)
         return None
 
     def _ensemble(self, journal: Journal,
@@ -245,10 +244,12 @@ class Floor:
         return Proposal(Operator.ENSEMBLE, best[0].node_id, 0.0,
                         members=tuple(n.node_id for n in best))
 
-    def _trial(self, journal: Journal) -> Proposal:
+    def _trial(self, journal: Journal, in_flight: Mapping[InFlightKey, int]) -> Proposal:
         ranked = self._ranked(journal)
-        key = ranked[1] if self._trials % 3 == 2 and len(ranked) > 1 else ranked[0]
-        self._trials += 1
+        # Counted from the Journal and the work in flight, so a resumed run keeps the rhythm.
+        trials = len(journal.nodes_of(Operator.TUNE)) + sum(
+            count for (operator, _), count in in_flight.items() if operator is Operator.TUNE)
+        key = ranked[1] if trials % 3 == 2 and len(ranked) > 1 else ranked[0]
         trial = self._study(key).ask(self._spaces[key])
         params = tuple(sorted(trial.params.items()))
         family, feature_set = study_family(key)

@@ -42,6 +42,17 @@ def test_portfolio_first_then_trials_of_the_best_family() -> None:
         assert set(proposal.param_dict) == {d[0] for d in FAMILIES[proposal.family].space}
         journal.add(finished(proposal, f"t{step}", 100 + step, 0.7))
     assert trials == ["extra_trees", "extra_trees", "knn"] * 2
+    # A rebuilt floor (a resumed run) keeps the rhythm: two trials are in the Journal after
+    # the six, so the next is the runner-up's; one more in flight moves it on.
+    for step in (6, 7):
+        proposal = floor.propose(journal, {}, executor_free=True)
+        assert proposal is not None
+        journal.add(finished(proposal, f"t{step}", 100 + step, 0.7))
+    rebuilt = Floor(seed=1, portfolio=False, ensembles=False)
+    assert getattr(rebuilt.propose(journal, {}, executor_free=True), "family", "") == "knn"
+    busy = {(Operator.TUNE, None): 1}
+    assert getattr(rebuilt.propose(journal, busy, executor_free=True), "family",
+                   "") == "extra_trees"
 
 
 def test_retrieved_cases_run_as_stored_before_the_portfolio_and_are_then_tuned() -> None:
