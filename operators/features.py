@@ -47,6 +47,9 @@ MAX_COLUMNS = 10  # a program adds a few columns; more is a sign of a loop over 
 MAX_MISSING = 0.9
 # The sandboxed script prints this line with the columns the program added or changed.
 REPORT = "__treeml_features__"
+# ... and this one with the fitted model's largest importances (shares of their sum).
+IMPORTANCES = "__treeml_importances__"
+IMPORTANCES_SHOWN = 8
 
 
 def program_source(text: str) -> str:
@@ -275,6 +278,27 @@ def check_program(frame, target):
 
 
 check_program(X, TARGET)
+
+
+def report_importances(model, columns):
+    """The columns the fitted model relies on most, once per process: what the next
+    program's prompt shows (operators/kinds/features.py)."""
+    import json
+
+    global _IMPORTANCES_REPORTED
+    if globals().get("_IMPORTANCES_REPORTED"):
+        return
+    _IMPORTANCES_REPORTED = True
+    fitted = model.steps[-1][1] if hasattr(model, "steps") else model
+    values = getattr(fitted, "feature_importances_", None)
+    if values is None and getattr(fitted, "coef_", None) is not None:
+        values = np.abs(np.asarray(fitted.coef_, dtype=float)).reshape(-1, len(columns)).sum(0)
+    if values is None or len(values) != len(columns):
+        return
+    values = np.asarray(values, dtype=float)
+    total = float(values.sum()) or 1.0
+    top = sorted(zip(columns, values / total), key=lambda pair: -pair[1])[:__SHOWN__]
+    print(__IMPORTANCES__ + " " + json.dumps({str(c): round(float(v), 3) for c, v in top}))
 '''
 
 
@@ -288,7 +312,9 @@ def programs_block(programs: Sequence[str], *, check: bool = False) -> str:
         code += (_CHECK.replace("__REJECTED__", repr(REJECTED))
                  .replace("__MAX_COLUMNS__", str(MAX_COLUMNS))
                  .replace("__MAX_MISSING__", repr(MAX_MISSING))
-                 .replace("__REPORT__", repr(REPORT)))
+                 .replace("__REPORT__", repr(REPORT))
+                 .replace("__IMPORTANCES__", repr(IMPORTANCES))
+                 .replace("__SHOWN__", str(IMPORTANCES_SHOWN)))
     return code
 
 
@@ -310,6 +336,18 @@ def feature_programs(code: str) -> list[str]:
                 return []
             return [str(p) for p in value] if isinstance(value, list) else []
     return []
+
+
+def reported_importances(stdout: str) -> dict[str, float]:
+    """The importances a features run reported (column -> share), {} when none."""
+    for line in stdout.splitlines():
+        if line.startswith(IMPORTANCES + " "):
+            try:
+                data = json.loads(line[len(IMPORTANCES) + 1:])
+                return {str(c): float(v) for c, v in data.items()}
+            except (ValueError, AttributeError, TypeError):
+                return {}
+    return {}
 
 
 def added_columns(stdout: str) -> tuple[str, ...]:

@@ -69,5 +69,6 @@ def model_code(ctx: TaskContext, family: str, params: dict[str, Any],
         "    X, X_valid, X_test = prepare(X, X_valid, X_test)\n"
         f"    model = {model}\n"
         "    model.fit(X, y)\n"
-        f"    return {predict_call(ctx)}\n"
+        + ("    report_importances(model, X.columns)\n" if check and programs else "")
+        + f"    return {predict_call(ctx)}\n"
     )

@@ -14,11 +14,14 @@ import pytest
 
 from operators.context import TaskContext
 from operators.features import (
+    IMPORTANCES,
+    IMPORTANCES_SHOWN,
     check_program,
     completed,
     feature_programs,
     program_source,
     programs_block,
+    reported_importances,
     with_column_names,
 )
 from operators.kinds import kind_of
@@ -171,6 +174,33 @@ def test_the_rows_check_reports_what_a_good_program_added(tmp_path: Path) -> Non
     assert done.returncode == 0 and '{"added": ["-city"]}' in done.stdout, done.stderr
 
 
+@pytest.mark.parametrize("model", ["DecisionTreeRegressor(random_state=0)",
+                                   "make_pipeline(StandardScaler(), Ridge())"])
+def test_the_fitted_model_reports_what_it_relies_on_once(model: str, tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"rooms": rng.integers(1, 6, 80), "area": rng.uniform(20, 200, 80),
+                          "built": rng.integers(1950, 2020, 80)})
+    frame.to_csv(tmp_path / "x.csv", index=False)
+    script = ("import numpy as np\nimport pandas as pd\n"
+              "from sklearn.linear_model import Ridge\n"
+              "from sklearn.pipeline import make_pipeline\n"
+              "from sklearn.preprocessing import StandardScaler\n"
+              "from sklearn.tree import DecisionTreeRegressor\nTARGET = 'price'\n"
+              "X = pd.read_csv('x.csv')\n" + programs_block([GOOD], check=True) + "\n"
+              "X = with_features(X)\n"
+              "y = X['area_per_room'] * 3\n"
+              "for fold in range(3):  # every fold fits; the first reports\n"
+              f"    report_importances({model}.fit(X, y), X.columns)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    shares = reported_importances(done.stdout)
+    assert next(iter(shares)) == "area_per_room" and shares["area_per_room"] > 0.5
+    assert 0.99 <= sum(shares.values()) <= 1.01 and len(shares) <= IMPORTANCES_SHOWN
+    assert done.stdout.count(IMPORTANCES) == 1
+    assert reported_importances("no such line") == {}
+
+
 def test_the_prompt_lists_what_was_tried_and_reads_a_reply() -> None:
     ctx = TaskContext(preview="price of a flat from rooms, area, built, city", target="price",
                       task_type="regression", metric="rmse", maximize=False, columns=COLUMNS)
@@ -185,6 +215,8 @@ def test_the_prompt_lists_what_was_tried_and_reads_a_reply() -> None:
         make_node(f"n{i}", operator=Operator.FEATURES, step=3 + i),
         gate=Gate("b", (gain,) * 4, False, "not kept", ("rooms_x_area",)).to_json())
         for i, gain in enumerate((-0.2, -0.1))]
+    again[-1] = dataclasses.replace(
+        again[-1], stdout_tail=f'{IMPORTANCES} {{"area_per_room": 0.4, "rooms": 0.3}}\n')
     journal = Journal([make_node("b", operator=Operator.BASELINE), kept, refused, *again])
     kind = kind_of(Operator.FEATURES)
     proposal = Proposal(Operator.FEATURES, "k1", 0.7, idea="b", family="lgbm",
@@ -195,6 +227,8 @@ def test_the_prompt_lists_what_was_tried_and_reads_a_reply() -> None:
     assert "- refused: it reads the target column 'price'\n" in text
     assert "- not kept: added rooms_x_area (gain -0.2, -0.1; tried 2 times)\n" in text
     assert text.count("rooms_x_area") == 1
+    assert "# The model of the latest program relied most on: area_per_room 0.40, rooms 0.30" \
+        in text
     assert prompt.max_tokens <= 400 and prompt.tag == "features"
     # the stable part is the same for every program of the run (prefix cache)
     other = kind.prompt(ctx, dataclasses.replace(proposal, parent_id=None), Journal([]))

@@ -15,8 +15,12 @@ import pytest
 from engine.predict import main as predict_main
 from engine.run import main
 from engine.runs import open_run
+from engine.search_run import task_context
 from engine.show import main as show_main
+from operators.features import reported_importances
+from operators.kinds import kind_of
 from search.node import Operator, Status
+from search.policy import Proposal
 from search.programs import REJECTED, gate_of, is_kept, program_counts
 
 HELPS = 'def add_features(df):\n    df["ab"] = df["a"] * df["b"]\n    return df\n'
@@ -54,6 +58,15 @@ def test_a_program_that_helps_is_kept_and_the_others_are_refused(
     assert is_kept(helps), helps.gate
     gate = gate_of(helps)
     assert gate is not None and gate.added == ("ab",) and gate.reference
+    # y is a * b: the model with the program relies on its column most; the next program's
+    # prompt shows what the model of the latest scored program relied on
+    assert next(iter(reported_importances(helps.stdout_tail))) == "ab", helps.stdout_tail
+    latest = max((n for n in programs if n.is_ok), key=lambda n: n.step)
+    top = next(iter(reported_importances(latest.stdout_tail)))
+    prompt = kind_of(Operator.FEATURES).prompt(
+        task_context(run.store.load_task(), 0), Proposal(Operator.FEATURES, helps.node_id, 0.7),
+        run.journal)
+    assert f"relied most on: {top} " in prompt.messages[-1]["content"]
     assert run.journal.get(gate.reference).operator is Operator.BASELINE
     assert helps.feature_set == helps.node_id and helps.parent_id is None
     target = by_reply[TARGET]

@@ -5,7 +5,8 @@ of programs kept under it, and the step compares that with the reference on the 
 A narrow action on purpose: a 1.5B model writes a whole working script rarely, and a few lines
 of pandas often; the engine does the tuning. The prompt's stable part (task, what a program is)
 comes first and is the same for every program of a run; what changes (the programs already
-tried, with their gains or the reason they were refused) comes last and is short.
+tried, with their gains or the reason they were refused, and the columns the latest program's
+model relied on most) comes last and is short.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from operators.features import (
     completed,
     feature_programs,
     program_source,
+    reported_importances,
     with_column_names,
 )
 from operators.harness import assemble
@@ -111,6 +113,17 @@ def _told(gains: list[str]) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
+def _reliance(journal: Journal) -> str:
+    """What the model of the latest scored program relied on most: the columns that carry
+    the signal, and whether the program's own columns were used."""
+    for node in reversed(sorted(journal.nodes_of(Operator.FEATURES), key=lambda n: n.step)):
+        shares = reported_importances(node.stdout_tail)
+        if shares:
+            listed = ", ".join(f"{column} {share:.2f}" for column, share in shares.items())
+            return f"# The model of the latest program relied most on: {listed}\n\n"
+    return ""
+
+
 def _current(journal: Journal, parent_id: str | None) -> str:
     if parent_id is None:
         return "# The model now gets the feature columns above, as they are.\n"
@@ -128,7 +141,7 @@ class Features(FloorKind):
     def prompt(self, ctx: TaskContext, proposal: Proposal, journal: Journal,
                reflection: str = "") -> ChatPrompt:
         stable = f"# Task\n{(ctx.feature_preview or ctx.preview).strip()}\n\n{_job(ctx)}"
-        tail = (_tried(journal) + _current(journal, proposal.parent_id)
+        tail = (_tried(journal) + _reliance(journal) + _current(journal, proposal.parent_id)
                 + f"Write {FUNCTION}(df) for the columns of this task.")
         return ChatPrompt(
             messages=[{"role": "system", "content": SYSTEM},
