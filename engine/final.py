@@ -19,9 +19,12 @@ from engine.fitted import FittedAnswer, fit_answer, keep, saved_answer
 from engine.folds import HOLDOUT, Folds, dev_frame, dev_labels, make_folds
 from engine.scoring import SubmissionError, score
 from engine.select import (
+    CV_FOLDS,
+    CV_TOP_K,
     BatchRunner,
     Runner,
     cross_fitted_score,
+    distinct_best,
     select_by_cv,
     select_confirmed,
     selection_record,
@@ -61,12 +64,10 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
         return store.read_predictions(node_id, "valid")
 
     if config.select == "cv":
-        k = 5
-        console.print(f"selecting the final best by {k}-fold cross-validation of the top 3 "
-                      "nodes on train+valid", markup=False)
-        winner, scores = select_by_cv(task, journal, run, folds=k, seed=config.seed,
-                                      limits=limits)
-        record = selection_record(winner, scores, k)
+        console.print(f"selecting the final best by {CV_FOLDS}-fold cross-validation of the "
+                      f"top {CV_TOP_K} nodes on train+valid", markup=False)
+        winner, scores = select_by_cv(task, journal, run, seed=config.seed, limits=limits)
+        record = selection_record(winner, scores, CV_FOLDS)
     elif config.select == "confirmed":
         winner, record = select_confirmed(task, journal, kept_valid, seed=config.seed,
                                           truth=held_out_labels)
@@ -118,25 +119,36 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
 
 def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
                     task: PreparedTask, executors: int) -> float:
-    """The seconds the work after the search (saving the answer's model; on the holdout its
-    refit on every train + valid row) would take if the search ended now, estimated from the
-    runs of the current best node (an ensemble's: its weighted members'), its training sets
-    fitted `executors` at a time; at most MAX_CLOSING_SHARE of the budget. `--select cv`
-    runs are not counted."""
+    """The seconds the work after the search would take if the search ended now: saving the
+    answer's model (its training sets fitted `executors` at a time), on the holdout its refit
+    on every train + valid row, and with `--select cv` the cross-validation of the top nodes;
+    estimated from the scoring runs of the nodes involved (an ensemble's: its weighted
+    members'), at most MAX_CLOSING_SHARE of the budget."""
     best = journal.best()
     if best is None:
         return 0.0
-    ids = weighted_members(best) if best.operator is Operator.ENSEMBLE else [best.node_id]
-    scoring = sum(journal.get(i).exec_seconds for i in ids if i in journal)
     holdout = folds is None or folds.k == HOLDOUT
-    if folds is None or folds.k == HOLDOUT:  # one run on train scored it; its refit learns
-        scoring *= (len(task.train) + len(task.valid_y)) / max(1, len(task.train))  # alone
-    else:  # k runs scored it, one per fold; the saved fits run in rounds of `executors`
-        scoring *= -(-folds.k // max(1, executors)) / folds.k
-    cap = MAX_CLOSING_SHARE * config.budget
+    # One fit of a node on every training row it learns from, from its scoring: a holdout run
+    # scored it with one run on train (fewer rows), a k-fold run with k runs, one a fold.
+    if folds is None or folds.k == HOLDOUT:
+        per_fit, rounds = (len(task.train) + len(task.valid_y)) / max(1, len(task.train)), 1
+    else:
+        per_fit, rounds = 1.0 / folds.k, -(-folds.k // max(1, executors))
+    seconds = 0.0
     if config.save_model:
-        return min(SAVE_SHARE * scoring, cap)
-    return min(scoring, cap) if holdout else 0.0  # nothing saved: the holdout's refit alone
+        seconds += SAVE_SHARE * _scoring_seconds(journal, best) * per_fit * rounds
+    elif holdout:  # nothing saved: the refit alone
+        seconds += _scoring_seconds(journal, best) * per_fit
+    if config.select == "cv":  # one fold after the other, of each of the top nodes
+        seconds += CV_FOLDS * per_fit * sum(
+            _scoring_seconds(journal, n) for n in distinct_best(journal.eligible_nodes)[:CV_TOP_K])
+    return min(seconds, MAX_CLOSING_SHARE * config.budget)
+
+
+def _scoring_seconds(journal: Journal, node: Node) -> float:
+    """The seconds a node's scoring runs took; an ensemble's are its weighted members'."""
+    ids = weighted_members(node) if node.operator is Operator.ENSEMBLE else [node.node_id]
+    return sum(journal.get(i).exec_seconds for i in ids if i in journal)
 
 
 def fit_model(task: PreparedTask, node: Node, folds: Folds | None, run_all: BatchRunner,

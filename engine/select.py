@@ -105,11 +105,14 @@ def cross_validate(task: PreparedTask, node: Node, folds: int, seed: int,
     return CvScore(node.node_id, node.metric_raw, tuple(scores), "")
 
 
-def select_by_cv(task: PreparedTask, journal: Journal, run: Runner, *, top_k: int = 3,
-                 folds: int = 5, seed: int = 0, limits: Limits | None = None
+CV_TOP_K, CV_FOLDS = 3, 5  # --select cv: the nodes it cross-validates, and in how many folds
+
+
+def select_by_cv(task: PreparedTask, journal: Journal, run: Runner, *, top_k: int = CV_TOP_K,
+                 folds: int = CV_FOLDS, seed: int = 0, limits: Limits | None = None
                  ) -> tuple[str | None, list[CvScore]]:
     """Cross-validate the top-k distinct ok nodes by valid score; return the winner's id."""
-    candidates = _distinct(journal.eligible_nodes)[:top_k]
+    candidates = distinct_best(journal.eligible_nodes)[:top_k]
     scores = [cross_validate(task, n, folds, seed, limits or Limits(), run) for n in candidates]
     ranked = [s for s in scores if s.mean is not None]
     if not ranked:
@@ -202,7 +205,7 @@ def select_confirmed(task: PreparedTask, journal: Journal,
     # The same resamples for every comparison; each node is scored on them once.
     counts = resample_counts(len(truth), seed=seed)
     base_scores = resampled_scores(task, base, counts, truth)
-    above = _distinct(n for n in journal.eligible_nodes
+    above = distinct_best(n for n in journal.eligible_nodes
                       if (n.metric or 0.0) > (baseline.metric or 0.0))
     confirmed: list[tuple[Node, np.ndarray]] = []
     # Different code often makes the same predictions (a draft re-written, an improve that
@@ -256,7 +259,7 @@ def cross_fitted_score(task: PreparedTask, node: Node,
                              truth.reset_index(drop=True))
 
 
-def _distinct(nodes: Iterable[Node]) -> list[Node]:
+def distinct_best(nodes: Iterable[Node]) -> list[Node]:
     """Best valid first, one node per code hash (the earliest)."""
     seen: set[str] = set()
     out: list[Node] = []

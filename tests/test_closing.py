@@ -15,6 +15,7 @@ from engine.final import MAX_CLOSING_SHARE, SAVE_SHARE, closing_seconds
 from engine.folds import HOLDOUT, make_folds
 from engine.loop import Budget
 from engine.search_run import task_context
+from engine.select import CV_FOLDS
 from engine.summary import summary_facts, write_summary
 from engine.task import PreparedTask, TaskSpec, prepare_task
 from operators.kinds.ensemble import ensemble_written, weighted_members
@@ -95,6 +96,17 @@ def test_a_holdout_answer_keeps_back_its_refit_on_more_rows(task: PreparedTask) 
         8.0 * rows)
     assert closing_seconds(journal, config(), folds, task, 1) == pytest.approx(
         SAVE_SHARE * 8.0 * rows)
+
+
+def test_select_cv_keeps_back_the_cross_validation_of_the_top_nodes(task: PreparedTask) -> None:
+    folds = make_folds(task, 5)
+    nodes = [make_node(f"n{i}", metric=0.1 * i, exec_seconds=5.0 * i) for i in range(1, 6)]
+    journal = Journal(nodes)
+    cv = config(select="cv", save_model=False)
+    # the top 3 (n5, n4, n3: 25 + 20 + 15 s over 5 folds), each cross-validated in 5 folds
+    assert closing_seconds(journal, cv, folds, task, 2) == pytest.approx(CV_FOLDS * 60.0 / 5)
+    assert closing_seconds(journal, config(select="cv"), folds, task, 2) == pytest.approx(
+        CV_FOLDS * 60.0 / 5 + SAVE_SHARE * 25.0 * 3 / 5)
 
 
 def test_a_slow_answer_never_takes_more_than_its_share(task: PreparedTask) -> None:
