@@ -69,7 +69,8 @@ def test_a_resume_that_keeps_the_answer_keeps_its_saved_model(
 
 
 def test_resume_refuses_a_changed_task(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    task = resume_task(tmp_path, 0.0, 1)
+    # Any stored run will do: one node on the holdout is the cheapest (one sandbox process).
+    task = resume_task(tmp_path, 0.0, 1, folds=1)
     out = tmp_path / "runs"
     assert main(["--task", str(task), "--out", str(out)]) == 0
     run = only_run(out)
