@@ -109,7 +109,8 @@ def test_baseline_root_on_a_classification_task(tmp_path: Path, metric: str) -> 
     frame.to_csv(tmp_path / "d.csv", index=False)
     out = tmp_path / "runs"
     argv = ["--data", str(tmp_path / "d.csv"), "--target", "label", "--metric", metric,
-            "--llm", f"scripted:{SCRIPT}", "--max-nodes", "1", "--out", str(out), "--quiet"]
+            "--llm", f"scripted:{SCRIPT}", "--max-nodes", "1", "--out", str(out), "--quiet",
+            "--folds", "1"]  # the baseline's code and labels: the holdout shows them
     assert main(argv) == 0
     (run,) = [p for p in out.iterdir() if not p.name.startswith(".")]
     rows = pd.read_parquet(run / "nodes")
