@@ -46,8 +46,10 @@ def test_a_sentence_runs_and_its_task_yaml_runs_again(
     (tmp_path / "llm.json").write_text(json.dumps(script))
     sentence = ("forecast the outcome for data/sales.csv, minimise MAE, "
                 "predictions under 50 ms per row")
+    # On the holdout (--folds 1): one sandbox process a node, and the task is what is checked.
     argv = ["--task", sentence, "--llm", "scripted:llm.json", "--max-nodes", "2",
-            "--executors", "1", "--out", "runs", "--quiet", "--no-floor", "--no-ensemble"]
+            "--executors", "1", "--out", "runs", "--quiet", "--no-floor", "--no-ensemble",
+            "--folds", "1"]
     assert main(argv) == 0
     shown = capsys.readouterr().out
     assert "target: y   (LLM)" in shown and "metric: mae   (request: 'MAE')" in shown
