@@ -52,8 +52,9 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
-def resume_task(tmp: Path, delay: float, max_nodes: int) -> Path:
-    """A task.yaml of a scripted run of `max_nodes` nodes, each reply after `delay` seconds."""
+def resume_task(tmp: Path, delay: float, max_nodes: int, folds: int | None = None) -> Path:
+    """A task.yaml of a scripted run of `max_nodes` nodes, each reply after `delay` seconds;
+    scored on `folds` folds (None: the engine's default)."""
     make_data(tmp / "train.csv")
     script = json.loads(SCRIPT.read_text())
     script["delay"] = delay
@@ -62,6 +63,7 @@ def resume_task(tmp: Path, delay: float, max_nodes: int) -> Path:
         "data: train.csv\ntarget: y\nllm: scripted:replies.json\nnum_drafts: 2\n"
         f"max_nodes: {max_nodes}\nexecutors: 1\nbudget: 5m\nquiet: true\nexec_timeout: 60\n"
         "baseline: false\nfloor: false\nensemble: false\n"
+        + (f"folds: {folds}\n" if folds is not None else "")
     )
     return tmp / "task.yaml"
 

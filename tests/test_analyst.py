@@ -36,10 +36,12 @@ def _run(tmp: Path, analyze: list[str], *extra: str) -> Path:
     script = json.loads(SCRIPT.read_text())
     script["analyze"] = analyze
     (tmp / "replies.json").write_text(json.dumps(script))
+    # Two folds, not five: a written node runs once per fold, and the analysis step does not
+    # depend on how many.
     (tmp / "task.yaml").write_text(
         "data: train.csv\ntarget: y\nllm: scripted:replies.json\nnum_drafts: 2\n"
         "debug_prob: 1.0\nexecutors: 1\nbudget: 5m\nquiet: true\nexec_timeout: 120\n"
-        "baseline: false\nanalyst: true\nfloor: false\nensemble: false\n"
+        "baseline: false\nanalyst: true\nfloor: false\nensemble: false\nfolds: 2\n"
     )
     out = tmp / "runs"
     assert main(["--task", str(tmp / "task.yaml"), "--out", str(out), *extra]) == 0

@@ -21,6 +21,10 @@ from engine.store import RunStore
 from search.journal import Journal
 from tests.helpers import SCRIPT, make_data
 
+# The searches whose checks are about selection score their nodes on two folds, not five: a
+# written node runs once per fold (the module's shared run keeps five, and checks them).
+TWO_FOLDS = ("--folds", "2")
+
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -105,7 +109,8 @@ def test_baseline_root_on_a_classification_task(tmp_path: Path, metric: str) -> 
     frame.to_csv(tmp_path / "d.csv", index=False)
     out = tmp_path / "runs"
     argv = ["--data", str(tmp_path / "d.csv"), "--target", "label", "--metric", metric,
-            "--llm", f"scripted:{SCRIPT}", "--max-nodes", "1", "--out", str(out), "--quiet"]
+            "--llm", f"scripted:{SCRIPT}", "--max-nodes", "1", "--out", str(out), "--quiet",
+            "--folds", "1"]  # the baseline's code and labels: the holdout shows them
     assert main(argv) == 0
     (run,) = [p for p in out.iterdir() if not p.name.startswith(".")]
     rows = pd.read_parquet(run / "nodes")
@@ -126,7 +131,7 @@ def test_select_cv_reranks_the_top_nodes(tmp_path: Path) -> None:
     out = tmp_path / "runs"
     argv = ["--data", str(tmp_path / "train.csv"), "--target", "y", "--llm", f"scripted:{SCRIPT}",
             "--max-nodes", "6", "--executors", "1", "--select", "cv", "--out", str(out),
-            "--quiet"]
+            "--quiet", *TWO_FOLDS]
     assert main(argv) == 0
     (run,) = [p for p in out.iterdir() if not p.name.startswith(".")]
     selection = json.loads((run / "manifest.json").read_text())["selection"]
@@ -148,7 +153,7 @@ def test_default_selection_confirms_against_the_baseline(tmp_path: Path) -> None
     make_data(tmp_path / "train.csv")
     out = tmp_path / "runs"
     argv = ["--data", str(tmp_path / "train.csv"), "--target", "y", "--llm", f"scripted:{SCRIPT}",
-            "--max-nodes", "6", "--executors", "1", "--out", str(out), "--quiet"]
+            "--max-nodes", "6", "--executors", "1", "--out", str(out), "--quiet", *TWO_FOLDS]
     assert main(argv) == 0
     (run,) = [p for p in out.iterdir() if not p.name.startswith(".")]
     manifest = json.loads((run / "manifest.json").read_text())

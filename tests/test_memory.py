@@ -254,9 +254,12 @@ def search(tmp: Path, name: str, columns: list[str], target: str, replies: dict,
            memory: Path, drafts: int = 1, floor: bool = False, max_nodes: int = 7) -> Path:
     linear_data(tmp / f"{name}.csv", columns, target, seed=len(name))
     (tmp / f"{name}.json").write_text(json.dumps(replies))
+    # Two folds, not five: a written node runs once per fold, and what the memory keeps and
+    # recalls does not depend on how many.
     (tmp / f"{name}.yaml").write_text(
         f"data: {name}.csv\ntarget: {target}\nllm: scripted:{name}.json\nnum_drafts: {drafts}\n"
         f"debug_prob: 1.0\nmax_nodes: {max_nodes}\nexecutors: 1\nbudget: 3m\nquiet: true\n"
+        "folds: 2\n"
         f"exec_timeout: 120\nfloor: {str(floor).lower()}\nensemble: false\nmemory: {memory}\n")
     assert run_main(["--task", str(tmp / f"{name}.yaml"), "--out", str(tmp / name)]) == 0
     (run,) = [p for p in (tmp / name).iterdir() if not p.name.startswith(".")]

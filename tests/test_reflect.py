@@ -18,8 +18,9 @@ from operators.replies import clean_reflection
 from tests.helpers import make_data
 
 GENERIC = Path(__file__).parent / "data" / "scripted_reflect.json"
-# A buggy draft is always debugged; LLM-written nodes only.
-POLICY = "num_drafts: 2\ndebug_prob: 1.0\nfloor: false\nensemble: false\n"
+# A buggy draft is always debugged; LLM-written nodes only, each scored on two folds (a
+# written node runs once per fold; what is counted here does not depend on how many).
+POLICY = "num_drafts: 2\ndebug_prob: 1.0\nfloor: false\nensemble: false\nfolds: 2\n"
 
 
 def _user_prompt(prompt: str) -> str:

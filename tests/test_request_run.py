@@ -46,8 +46,10 @@ def test_a_sentence_runs_and_its_task_yaml_runs_again(
     (tmp_path / "llm.json").write_text(json.dumps(script))
     sentence = ("forecast the outcome for data/sales.csv, minimise MAE, "
                 "predictions under 50 ms per row")
+    # On the holdout (--folds 1): one sandbox process a node, and the task is what is checked.
     argv = ["--task", sentence, "--llm", "scripted:llm.json", "--max-nodes", "2",
-            "--executors", "1", "--out", "runs", "--quiet", "--no-floor", "--no-ensemble"]
+            "--executors", "1", "--out", "runs", "--quiet", "--no-floor", "--no-ensemble",
+            "--folds", "1"]
     assert main(argv) == 0
     shown = capsys.readouterr().out
     assert "target: y   (LLM)" in shown and "metric: mae   (request: 'MAE')" in shown
@@ -114,10 +116,12 @@ NOSY = (
 def test_a_too_slow_node_is_not_best_and_the_summary_says_why(tmp_path: Path) -> None:
     _data(tmp_path / "train.csv")
     (tmp_path / "llm.json").write_text(json.dumps({"draft": [SLOW_GOOD, LINEAR, NOSY]}))
+    # Two folds, not five: a written node runs once per fold, and its speed per row is the
+    # same on any.
     (tmp_path / "task.yaml").write_text(
         "data: train.csv\ntarget: y\nllm: scripted:llm.json\nnum_drafts: 3\nmax_nodes: 3\n"
         "executors: 1\nbaseline: false\nquiet: true\nmax_predict_ms_per_row: 2\n"
-        "floor: false\nensemble: false\n")
+        "floor: false\nensemble: false\nfolds: 2\n")
     assert main(["--task", str(tmp_path / "task.yaml"), "--out", str(tmp_path / "runs")]) == 0
     run = _only_run(tmp_path / "runs")
     nodes = pd.read_parquet(run / "nodes").set_index("node_id")

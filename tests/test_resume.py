@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,12 +26,24 @@ from search.policy import Proposal
 from tests.helpers import only_run, resume_task
 
 
-@pytest.mark.slow  # whole searches, over 20 s: the slow step
-def test_resume_after_node_budget(tmp_path: Path) -> None:
-    task = resume_task(tmp_path, 0.0, 3)
-    out = tmp_path / "runs"
+@pytest.fixture(scope="module")
+def three_nodes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished run of 3 nodes; each test resumes its own copy (one search, not one each)."""
+    tmp = tmp_path_factory.mktemp("three")
+    task = resume_task(tmp, 0.0, 3)
+    out = tmp / "runs"
     assert main(["--task", str(task), "--out", str(out)]) == 0
-    run = only_run(out)
+    return only_run(out)
+
+
+def resumable_copy(run: Path, tmp: Path) -> Path:
+    """A copy of the stopped run `run` under `tmp`, with its run id (its folder's name)."""
+    return Path(shutil.copytree(run, tmp / run.name))
+
+
+@pytest.mark.slow  # whole searches, over 20 s: the slow step
+def test_resume_after_node_budget(three_nodes: Path, tmp_path: Path) -> None:
+    run = resumable_copy(three_nodes, tmp_path)
     first = pd.read_parquet(run / "nodes")
     assert len(first) == 3
     assert main(["--resume", str(run), "--max-nodes", "5", "--budget", "2m", "--quiet"]) == 0
@@ -62,11 +75,8 @@ def test_a_start_without_an_llm_keeps_the_llms_proposals_for_the_next(tmp_path: 
 
 @pytest.mark.slow  # whole searches, over 20 s: the slow step
 def test_a_resume_that_keeps_the_answer_keeps_its_saved_model(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    task = resume_task(tmp_path, 0.0, 3)
-    out = tmp_path / "runs"
-    assert main(["--task", str(task), "--out", str(out)]) == 0
-    run = only_run(out)
+        three_nodes: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = resumable_copy(three_nodes, tmp_path)
     model = json.loads((run / "best" / "model" / "model.json").read_text())
     assert model["saved"] is True
     capsys.readouterr()
@@ -78,7 +88,8 @@ def test_a_resume_that_keeps_the_answer_keeps_its_saved_model(
 
 
 def test_resume_refuses_a_changed_task(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    task = resume_task(tmp_path, 0.0, 1)
+    # Any stored run will do: one node on the holdout is the cheapest (one sandbox process).
+    task = resume_task(tmp_path, 0.0, 1, folds=1)
     out = tmp_path / "runs"
     assert main(["--task", str(task), "--out", str(out)]) == 0
     run = only_run(out)
