@@ -474,10 +474,10 @@ class SearchLoop:
         self.on_node(node, self.stats)
 
     def _stop_in_flight(self, reason: str) -> None:
-        """Record everything still running or waiting as killed, then drop it. Proposals
-        re-queued from an earlier start that never started (an LLM's, in a start without
-        one) are marked in flight again, so the next start proposes them once more."""
-        while self._requeue:
+        """Record everything still running or waiting as killed, then drop it. In a start
+        without an LLM (--llm none), the LLM's proposals re-queued from an earlier start could
+        not start: they are marked in flight again, so a later start with one proposes them."""
+        while self._requeue and not self._n_llm_slots:
             self.store.mark_in_flight(secrets.token_hex(6), self._requeue.popleft()[0])
         steps = [run.step for run in [*self._execs.cancel_all(), *self._ready]]
         for pool in self._llms.values():

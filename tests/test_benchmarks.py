@@ -520,7 +520,9 @@ def test_smoke_sela_run_resumes_its_tree(smoke: Path, tmp_path: Path) -> None:
     copy = tmp_path / run.name
     shutil.copytree(run, copy)
     assert engine_main(["--resume", str(copy), "--split-seed", "1"]) == 2  # the split is fixed
-    assert engine_main(["--resume", str(copy), "--max-nodes", "11", "--quiet"]) == 0
+    # its own budget: the smoke run's 90 s went to its search and to saving its answer
+    assert engine_main(["--resume", str(copy), "--max-nodes", "11", "--budget", "3m",
+                        "--quiet"]) == 0
     rows = pd.DataFrame(RunStore.open(copy).read_rows())
     assert len(rows) == 11 and (rows.policy == "sela").all()
     insights = rows[rows.operator == "insights"]
