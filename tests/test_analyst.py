@@ -100,7 +100,7 @@ def test_findings_join_every_later_prompt_and_survive_resume(tmp_path: Path) -> 
     summary = (run / "summary.md").read_text()
     assert f"## Data analysis (in every later prompt)\n\n```\n{findings}\n```" in summary
 
-    assert main(["--resume", str(run), "--max-nodes", "6", "--budget", "2m", "--quiet"]) == 0
+    assert main(["--resume", str(run), "--max-nodes", "6", "--budget", "5m", "--quiet"]) == 0
     rows = pd.read_parquet(run / "nodes")
     assert (rows.operator == "analyze").sum() == 1  # not run again
     new = rows[rows.step >= 4]
@@ -145,7 +145,7 @@ def test_analysis_cut_by_the_deadline_is_run_once_on_resume(tmp_path: Path) -> N
     script = json.loads((tmp_path / "replies.json").read_text())
     script["analyze"] = [ANALYSIS]
     (tmp_path / "replies.json").write_text(json.dumps(script))
-    assert main(["--resume", str(run), "--max-nodes", "4", "--budget", "2m", "--quiet"]) == 0
+    assert main(["--resume", str(run), "--max-nodes", "4", "--budget", "5m", "--quiet"]) == 0
     rows = pd.read_parquet(run / "nodes").sort_values("step")
     analyses = rows[rows.operator == "analyze"]
     assert list(analyses.status) == ["killed", "ok"]  # re-proposed once, not twice

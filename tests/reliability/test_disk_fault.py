@@ -45,7 +45,7 @@ def test_failed_part_write_stops_cleanly_then_resumes(
     notes = list((run / "inflight").glob("*.json"))
     assert calls[2] in {p.stem for p in notes}, "the unstored node must stay in flight"
 
-    assert main(["--resume", str(run), "--budget", "2m", "--quiet"]) == 0
+    assert main(["--resume", str(run), "--budget", "5m", "--quiet"]) == 0
     rows = pd.read_parquet(run / "nodes")
     assert rows.node_id.is_unique and len(rows) == 4
     assert set(calls[:2]) <= set(rows.node_id)
