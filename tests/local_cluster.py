@@ -55,7 +55,7 @@ UP = "ray up -y cluster-local.yaml"
 RUN = ("ray exec cluster-local.yaml 'cd ~/treeml && python -m engine.run --address auto"
        " --data benchmarks/data/penguins/penguins.csv --target species"
        " --llm scripted:$HOME/treeml/tests/data/scripted_cluster.json --executors 2"
-       " --executor-resource executor --llm-resource llm --budget 60s --quiet'")
+       " --executor-resource executor --llm-resource llm --budget 90s --quiet'")
 RSYNC = "ray rsync-down cluster-local.yaml '~/treeml/runs/' ./runs/"
 STOP = "ray exec cluster-local.yaml 'bash ~/treeml/cluster/node.sh stop-workers'"
 DOWN = "ray down -y cluster-local.yaml"
