@@ -127,13 +127,14 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
     best = journal.best()
     if best is None:
         return 0.0
-    holdout = folds is None or folds.k == HOLDOUT
     # One fit of a node on every training row it learns from, from its scoring: a holdout run
     # scored it with one run on train (fewer rows), a k-fold run with k runs, one a fold.
     if folds is None or folds.k == HOLDOUT:
-        per_fit, rounds = (len(task.train) + len(task.valid_y)) / max(1, len(task.train)), 1
+        holdout, rounds = True, 1
+        per_fit = (len(task.train) + len(task.valid_y)) / max(1, len(task.train))
     else:
-        per_fit, rounds = 1.0 / folds.k, -(-folds.k // max(1, executors))
+        holdout, rounds = False, -(-folds.k // max(1, executors))
+        per_fit = 1.0 / folds.k
     seconds = 0.0
     if config.save_model:
         seconds += SAVE_SHARE * _scoring_seconds(journal, best) * per_fit * rounds
