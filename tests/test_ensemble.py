@@ -143,15 +143,17 @@ def test_ensembles_run_in_the_loop_and_the_run_uses_its_whole_node_budget(
     a, b = rng.normal(size=(2, 200))
     pd.DataFrame({"a": a, "b": b, "y": 3 * a + b**2}).to_csv(tmp_path / "train.csv", index=False)
     # Slow replies and improvements without code: the executor is idle while the LLM writes,
-    # and the floor fills it.
-    replies = {"delay": 1.5,
+    # and the floor fills it. An improvement fails as soon as it is written, so the replies
+    # are slower than a node's run on the holdout (about 4 s here, up to 4x that beside other
+    # work): otherwise failed improvements fill the node budget before the floor's first run.
+    replies = {"delay": 5.0,
                "draft": [fit_predict_reply("RandomForestRegressor"),
                          fit_predict_reply("ExtraTreesRegressor")],
                "improve": ["I would rather not write code."]}
     (tmp_path / "replies.json").write_text(json.dumps(replies))
     assert main(["--data", str(tmp_path / "train.csv"), "--target", "y", "--llm",
                  f"scripted:{tmp_path / 'replies.json'}", "--max-nodes", "9", "--executors", "1",
-                 "--budget", "5m", "--quiet", "--select", "valid",
+                 "--folds", "1", "--budget", "5m", "--quiet", "--select", "valid",
                  "--out", str(tmp_path / "runs")]) == 0
     (run,) = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
     rows = pd.read_parquet(run / "nodes")
