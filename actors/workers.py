@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,41 +30,50 @@ from search.chat import ChatPrompt, Reply
 from search.errors import BackendError
 
 
-def start_ray(address: str | None, actors: int) -> None:
-    """Join the Ray cluster at `address`, or start a private one on this machine with a CPU
-    for each of the run's `actors` at least."""
-    if address:
-        # ray.init(address=...) can wait a long time on an unreachable head: bound it.
-        from concurrent.futures import ThreadPoolExecutor
-        from concurrent.futures import TimeoutError as FutureTimeout
-
-        pool = ThreadPoolExecutor(1)
-        attempt = pool.submit(ray.init, address=address, log_to_driver=False,
-                              configure_logging=False)
-        try:
-            attempt.result(timeout=60)
-        except FutureTimeout as exc:
-            raise BackendError(f"no Ray cluster answered at {address!r} within 60 s; "
-                               "start one with `ray start --head` or drop --address") from exc
-        except Exception as exc:
-            raise BackendError(f"cannot join the Ray cluster at {address!r}: "
-                               f"{str(exc).splitlines()[0]}") from exc
-        finally:
-            pool.shutdown(wait=False)
+@contextlib.contextmanager
+def ray_session(address: str | None, actors: int) -> Iterator[None]:
+    """Ray for one start of a run: join the cluster at `address`, or start a private one on
+    this machine with a CPU for each of the run's `actors` at least, and leave it when the
+    start ends. A program that already called `ray.init` (a notebook driving engine.api, a
+    test session) keeps its Ray: the run's actors go at the end, the session stays."""
+    if ray.is_initialized():
+        yield
         return
+    if address:
+        _join(address)
+    else:
+        # A private cluster keeps the token authentication Ray turns on by itself; its notice
+        # that it did so is not the user's business (the engine's own lines come first).
+        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+            logging.ERROR)
+        # "local" starts a private cluster even when another Ray runs on this machine.
+        ray.init(address="local", num_cpus=max(os.cpu_count() or 2, actors),
+                 include_dashboard=False, object_store_memory=100 * 2**20, log_to_driver=False,
+                 configure_logging=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
 
-    # A private cluster keeps the token authentication Ray turns on by itself; its notice that
-    # it did so is not the user's business (the engine's own lines come first).
-    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
-        logging.ERROR)
-    # "local" starts a private cluster even when another Ray runs on this machine.
-    ray.init(address="local", num_cpus=max(os.cpu_count() or 2, actors),
-             include_dashboard=False, object_store_memory=100 * 2**20, log_to_driver=False,
-             configure_logging=False)
 
+def _join(address: str) -> None:
+    # ray.init(address=...) can wait a long time on an unreachable head: bound it.
+    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import TimeoutError as FutureTimeout
 
-def stop_ray() -> None:
-    ray.shutdown()
+    pool = ThreadPoolExecutor(1)
+    attempt = pool.submit(ray.init, address=address, log_to_driver=False,
+                          configure_logging=False)
+    try:
+        attempt.result(timeout=60)
+    except FutureTimeout as exc:
+        raise BackendError(f"no Ray cluster answered at {address!r} within 60 s; "
+                           "start one with `ray start --head` or drop --address") from exc
+    except Exception as exc:
+        raise BackendError(f"cannot join the Ray cluster at {address!r}: "
+                           f"{str(exc).splitlines()[0]}") from exc
+    finally:
+        pool.shutdown(wait=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,9 +335,8 @@ class Workers:
             try:
                 results.append(ray.get(future).result)
             except ray.exceptions.RayActorError:
-                self.executors[index] = self.restart_executor(self.executors[index])
-                results.append(ray.get(self.executors[index].run.remote(code, ref, limits))
-                               .result)
+                fresh = self.restart_executor(self.executors[index])
+                results.append(ray.get(fresh.run.remote(code, ref, limits)).result)
         return results
 
     def lendable_cpus(self) -> int:
@@ -359,14 +368,27 @@ class Workers:
         return len(self.executors)
 
     def restart_executor(self, dead: Any) -> Any:
+        """A replacement in the dead one's place (close then stops it too)."""
         p = self.exec_placement
-        return start_executors(1, num_cpus=p.num_cpus, resources=p.resources, gpus=p.gpus,
-                               names=[f"exec-r{os.urandom(2).hex()}"])[0]
+        (fresh,) = start_executors(1, num_cpus=p.num_cpus, resources=p.resources, gpus=p.gpus,
+                                   names=[f"exec-r{os.urandom(2).hex()}"])
+        self.executors = [fresh if actor is dead else actor for actor in self.executors]
+        if not any(actor is fresh for actor in self.executors):
+            self.executors.append(fresh)
+        return fresh
 
     def restart_llm(self, dead: Any, name: str) -> Any:
         """Same spec, options and placement; the loop bounds how often this happens."""
         return self._pool_by_name[name].restart(name)
 
     def close(self) -> None:
+        """Every actor of this start goes, so a Ray session that outlives the run (see
+        ray_session) keeps none of its CPUs or models."""
+        actors = [*self.executors, *(a for pool in self.pools for a in pool.actors.values())]
+        for actor in actors:
+            with contextlib.suppress(Exception):  # already dead, or Ray shutting down
+                ray.kill(actor, no_restart=True)
         for pool in self.pools:
+            pool.actors.clear()
             pool.close()
+        self.executors = []

@@ -28,7 +28,7 @@ from rich.live import Live
 from rich.text import Text
 
 from actors.llm import NO_LLM
-from actors.workers import start_ray, stop_ray
+from actors.workers import ray_session
 from engine.config import RunConfig, merge, task_yaml_text
 from engine.feasibility import request_warnings
 from engine.final import closing_seconds, select_final
@@ -166,45 +166,44 @@ class SearchRun:
         progress = Progress(self.console, self.task, journal, budget)
         folds = store.load_folds()
 
-        start_ray(config.address, config.executor_count
-                  + config.llm_replicas * len(config.routes.specs))
         interrupted = False
         workers: Any = None
-        try:
-            workers = start_workers(config, self.options)
-            store.update_manifest(model=", ".join(workers.models()) or NO_LLM)
-            # The answer is fitted after the search with the LLMs' CPUs lent to executors.
-            closing = len(workers.executors) + workers.lendable_cpus()
+        with ray_session(config.address, config.executor_count
+                         + config.llm_replicas * len(config.routes.specs)):
+            try:
+                workers = start_workers(config, self.options)
+                store.update_manifest(model=", ".join(workers.models()) or NO_LLM)
+                # The answer is fitted after the search with the LLMs' CPUs lent to executors.
+                closing = len(workers.executors) + workers.lendable_cpus()
 
-            def on_node(node: Node, stats: LoopStats) -> None:
+                def on_node(node: Node, stats: LoopStats) -> None:
+                    budget.reserve = closing_seconds(journal, config, folds, self.task, closing)
+                    progress.node(node, stats.prompt_tokens + stats.completion_tokens)
+
                 budget.reserve = closing_seconds(journal, config, folds, self.task, closing)
-                progress.node(node, stats.prompt_tokens + stats.completion_tokens)
-
-            budget.reserve = closing_seconds(journal, config, folds, self.task, closing)
-            loop = SearchLoop(
-                task=self.task, store=store, journal=journal,
-                # A resumed run gets its findings back from the analysis node in the Journal.
-                ctx=replace(task_context(self.task, seed), findings=analysis_findings(journal),
-                            cases=recalled.cases, fixes=recalled.fixes,
-                            fingerprint=memory_record.get("fingerprint", "")),
-                policy=policy, budget=budget, exec_timeout=config.exec_timeout,
-                requeue=requeue, llm_timeout=config.llm_timeout, reflect=config.reflect,
-                on_node=on_node, route=config.routes.spec_for, folds=folds,
-                floor=self._floor(seed, recalled), **workers.loop_arguments(),
-            )
-            progress.loop = loop
-            stats, interrupted = self._search(loop, progress)
-            tests = {**self.tests, **stats.test_scores}
-            searched = budget.elapsed()
-            store.compact()
-            workers.lend_llm_cpus()
-            selection = select_final(store, self.task, journal, tests, config, self.console,
-                                     workers.run_script, workers.run_scripts)
-            spent = self._spent(before, stats, budget, interrupted, searched)
-        finally:
-            if workers is not None:
-                workers.close()
-            stop_ray()
+                loop = SearchLoop(
+                    task=self.task, store=store, journal=journal,
+                    # A resumed run gets its findings back from the analysis node in the Journal.
+                    ctx=replace(task_context(self.task, seed), findings=analysis_findings(journal),
+                                cases=recalled.cases, fixes=recalled.fixes,
+                                fingerprint=memory_record.get("fingerprint", "")),
+                    policy=policy, budget=budget, exec_timeout=config.exec_timeout,
+                    requeue=requeue, llm_timeout=config.llm_timeout, reflect=config.reflect,
+                    on_node=on_node, route=config.routes.spec_for, folds=folds,
+                    floor=self._floor(seed, recalled), **workers.loop_arguments(),
+                )
+                progress.loop = loop
+                stats, interrupted = self._search(loop, progress)
+                tests = {**self.tests, **stats.test_scores}
+                searched = budget.elapsed()
+                store.compact()
+                workers.lend_llm_cpus()
+                selection = select_final(store, self.task, journal, tests, config, self.console,
+                                         workers.run_script, workers.run_scripts)
+                spent = self._spent(before, stats, budget, interrupted, searched)
+            finally:
+                if workers is not None:
+                    workers.close()
         self._finish(tests, spent, selection, memory_record, manifest)
         if interrupted:
             raise KeyboardInterrupt

@@ -55,7 +55,12 @@ def test_a_prompt_past_the_context_names_the_vllm_setting() -> None:
 
 @pytest.fixture(scope="module")
 def vllm_env() -> Iterator[None]:
-    """vLLM reads these at import and in every process it starts (Ray workers inherit them)."""
+    """vLLM reads these at import and in every process it starts (Ray workers inherit them,
+    so the test process's shared Ray, started without them, goes first)."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
     saved = {key: os.environ.get(key) for key in VLLM_ENV}
     os.environ.update(VLLM_ENV)
     try:

@@ -4,12 +4,16 @@ CPUs lent to executors once the search ends (the answer's fits then run two at a
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from actors.workers import LLMPool, Placement, PoolPlan, Workers, start_ray, stop_ray
+from actors.workers import LLMPool, Placement, PoolPlan, Workers, ray_session
 from sandbox import Limits
 
 LIMITS = Limits(wall_seconds=60)
@@ -19,13 +23,10 @@ LIMITS = Limits(wall_seconds=60)
 def workers(tmp_path: Path) -> Iterator[Workers]:
     replies = tmp_path / "replies.json"
     replies.write_text(json.dumps({"draft": ["```python\nprint(1)\n```"]}))
-    start_ray(None, 2)
-    try:
+    with ray_session(None, 2):
         started = Workers.start([PoolPlan(f"scripted:{replies}", {}, 1, Placement(), 1)], 1)
         yield started
         started.close()
-    finally:
-        stop_ray()
 
 
 def test_scripts_run_on_the_executors_in_order_then_on_the_llms_cpus(
@@ -56,3 +57,44 @@ def test_only_plain_cpus_are_lent(llm: Placement, executor: Placement, lent: int
     pool = LLMPool("scripted:x", {}, concurrency=1, placement=llm)
     pool.actors = {"llm-0": object(), "llm-1": object()}  # two replicas; no Ray needed
     assert Workers([pool], [], executor).lendable_cpus() == lent
+
+
+def test_a_run_keeps_the_ray_its_program_started_and_none_of_its_actors(
+        tmp_path: Path) -> None:
+    """engine.api in a notebook that already uses Ray (and this test process's shared Ray):
+    the run joins it, and at its end its actors are gone and the Ray still runs."""
+    import ray
+
+    from engine.run import main
+    from tests.helpers import make_data, only_run
+
+    with ray_session(None, 2):  # this process's Ray, or a fresh one the test then stops
+        assert ray.is_initialized()
+        cpus = ray.cluster_resources()["CPU"]
+        make_data(tmp_path / "train.csv", rows=120)
+        assert main(["--data", str(tmp_path / "train.csv"), "--target", "y", "--llm", "none",
+                     "--max-nodes", "2", "--folds", "1", "--executors", "2", "--budget", "2m",
+                     "--quiet", "--out", str(tmp_path / "runs")]) == 0
+        assert len(pd.read_parquet(only_run(tmp_path / "runs") / "nodes")) == 2
+        assert ray.is_initialized()
+        deadline = time.monotonic() + 30  # a killed actor's CPU comes back asynchronously
+        while ray.available_resources().get("CPU", 0.0) < cpus and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert ray.available_resources().get("CPU", 0.0) == cpus
+
+
+def test_a_ray_session_stops_only_the_ray_it_started() -> None:
+    # In a process of its own: this one's shared Ray must stay up for the tests after.
+    script = """
+import ray
+from actors.workers import ray_session
+with ray_session(None, 1):
+    with ray_session(None, 1):
+        assert ray.is_initialized()
+    assert ray.is_initialized()  # the inner session found a Ray and kept it
+assert not ray.is_initialized()
+print("stopped once")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "stopped once", done.stderr[-2000:]

@@ -33,8 +33,20 @@ def private_tmpdir() -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_ray() -> Iterator[None]:
+    """No shared Ray here (tests/conftest.py starts one per test process): the sandboxes of
+    this suite's runs must see private_tmpdir's TMPDIR, which a Ray started before it would
+    not pass to its actors. Each run starts its own Ray, as a user's run does."""
+    if ray.is_initialized():
+        ray.shutdown()
+    yield
+
+
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[None]:
+    if ray.is_initialized():  # another test file's Ray, in this xdist worker
+        ray.shutdown()
     ray.init(address="local", num_cpus=4, include_dashboard=False,
              object_store_memory=100 * 2**20, log_to_driver=False, configure_logging=False)
     try:
