@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmarks.run import load_results
 from benchmarks.stats import paired_interval, share, sign_test
+from benchmarks.table import load_results
 from engine.runs import open_run
 from engine.scoring import read_submission
 from engine.select import resample_counts, resampled_scores

@@ -57,32 +57,25 @@ from actors.llm import NO_LLM
 from benchmarks.baselines import BASELINES
 from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import PROTOCOLS, Dataset, suite
+from benchmarks.table import (
+    RESULTS,
+    add_row,
+    check_same_suite,
+    load_results,
+    measure_run,
+    save_results,
+)
 from engine.config import parse_budget
 from engine.folds import fold_splitter
-from engine.runs import open_run
 from engine.store import RunStore
 from engine.task import TaskSpec, prepare_task
-from fileio import replacing, write_atomic
+from fileio import write_atomic
 from search.errors import EngineError, UserError, error_exit
 from search.policy import available
-from search.programs import kept_programs_used, program_counts
 
-RESULTS = "results.parquet"
-COLUMNS = (
-    "task", "task_type", "metric", "method", "kind", "seed", "protocol", "fold", "outer_folds",
-    "split_seed", "status", "error", "valid", "test", "nodes", "ok_nodes", "prompt_tokens",
-    "completion_tokens", "seconds", "budget", "cores", "best_operator", "run_dir", "data_hash",
-    "started_at", "finished_at", "programs_proposed", "programs_rejected", "programs_failed",
-    "programs_scored", "programs_kept", "program_llm_seconds", "answer_uses_program",
-)
 # The method of the LLM-gain arm: an engine search with `--llm none` (its policy is never
 # asked for anything, so one arm serves every policy).
 FLOOR = "floor"
-# What one OUT holds one of (a row without them was written before they were recorded: sela,
-# the engine's own split).
-SUITE_KEYS = {"protocol": "sela", "outer_folds": 1, "split_seed": 0}
-
-
 @dataclass(frozen=True)
 class Job:
     task: str
@@ -358,71 +351,6 @@ def finished_run(folder: Path) -> Path | None:
     return None
 
 
-def measure_run(run_dir: Path) -> dict[str, Any]:
-    """A search's row from what its run directory holds."""
-    stored = open_run(run_dir)
-    manifest, rows, journal = stored.manifest, stored.rows, stored.journal
-    result, spent = manifest.get("result", {}), manifest.get("spent", {})
-    started = float(manifest.get("starts", [{}])[0].get("at", 0.0))
-    programs = program_counts(journal)
-    answer = journal.final()
-    return {
-        "metric": manifest.get("metric"), "valid": result.get("best_valid"),
-        "test": result.get("best_test"), "nodes": len(rows),
-        "ok_nodes": sum(r["metric"] is not None for r in rows),
-        "prompt_tokens": int(spent.get("prompt_tokens", 0)),
-        "completion_tokens": int(spent.get("completion_tokens", 0)),
-        "seconds": float(spent.get("seconds", 0.0)),
-        "best_operator": result.get("best_operator"), "run_dir": str(run_dir),
-        "data_hash": manifest.get("data_hash"), "started_at": started,
-        "finished_at": started + float(spent.get("seconds", 0.0)),
-        "programs_proposed": programs.proposed, "programs_rejected": programs.rejected,
-        "programs_failed": programs.failed, "programs_scored": programs.scored,
-        "programs_kept": programs.kept, "program_llm_seconds": programs.median_llm_seconds,
-        "answer_uses_program": answer is not None and bool(kept_programs_used(journal, answer)),
-    }
-
-
-# ---- results ---------------------------------------------------------------------------------
-
-
-def load_results(path: Path) -> pd.DataFrame:
-    if not path.is_file():
-        return pd.DataFrame(columns=list(COLUMNS))
-    frame = pd.read_parquet(path).reindex(columns=list(COLUMNS))
-    for column, default in {"fold": 0, **SUITE_KEYS}.items():
-        values = frame[column].astype(object).where(frame[column].notna(), default)
-        frame[column] = values.astype(type(default))
-    return frame
-
-
-def check_same_suite(results: pd.DataFrame, settings: Settings, path: Path) -> None:
-    """One results file holds one protocol, fold count and split seed: rows of another would be
-    skipped as done, or mixed into one report."""
-    wanted = {"protocol": settings.protocol, "outer_folds": settings.outer_folds,
-              "split_seed": settings.split_seed}
-    for key, value in wanted.items():
-        found = sorted({str(v) for v in results[key]} - {str(value)})
-        if found:
-            raise UserError(f"{path} holds runs with --{key.replace('_', '-')} "
-                            f"{', '.join(found)}, not {value}: pass that to resume them, or "
-                            "give another --out")
-
-
-def save_results(path: Path, frame: pd.DataFrame) -> None:
-    """Write the whole table to a hidden file, then rename it: a reader never sees half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with replacing(path) as tmp:
-        frame.reindex(columns=list(COLUMNS)).to_parquet(tmp, index=False)
-
-
-def _add_row(results: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
-    key = (results.task == row["task"]) & (results.method == row["method"]) & \
-        (results.seed == row["seed"]) & (results.fold == row["fold"])
-    kept = results[~key].to_dict("records")
-    return pd.DataFrame([*kept, {c: row.get(c) for c in COLUMNS}], columns=list(COLUMNS))
-
-
 # ---- main ------------------------------------------------------------------------------------
 
 
@@ -430,14 +358,15 @@ def run_suite(jobs: list[Job], datasets: dict[str, Dataset], settings: Settings,
               parallel: int | None) -> pd.DataFrame:
     path = out / RESULTS
     results = load_results(path)
-    check_same_suite(results, settings, path)
+    check_same_suite(results, {"protocol": settings.protocol, "outer_folds": settings.outer_folds,
+                               "split_seed": settings.split_seed}, path)
     done = {(str(r["task"]), str(r["method"]), int(r["seed"]), int(r["fold"]))
             for r in results.to_dict("records") if r["status"] == "ok"}
     todo = [job for job in jobs if job.key not in done]
     print(f"{len(jobs)} jobs, {len(jobs) - len(todo)} already in {path}, {len(todo)} to run",
           flush=True)
     for row in _rows(todo, datasets, settings, out, parallel):
-        results = _add_row(results, row)
+        results = add_row(results, row)
         save_results(path, results)
         shown = "n/a" if row.get("test") is None else f"{row['test']:.5g}"
         print(f"{row['task']:<22} fold {row['fold']} {row['method']:<9} seed {row['seed']}: "

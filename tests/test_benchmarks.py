@@ -24,7 +24,6 @@ from benchmarks.baselines import (
 )
 from benchmarks.datasets import PROTOCOLS, REGISTRY
 from benchmarks.run import (
-    COLUMNS,
     FLOOR,
     Job,
     Settings,
@@ -33,9 +32,9 @@ from benchmarks.run import (
     fold_files,
     outer_folds,
     plan_jobs,
-    save_results,
 )
 from benchmarks.run import main as run_main
+from benchmarks.table import COLUMNS, save_results
 from engine.run import main as engine_main
 from engine.scoring import score
 from engine.store import RunStore

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.scaling import make_task, measure_rebuild
+from benchmarks.rebuild import measure_rebuild
+from benchmarks.scaling import make_task
 from engine.task import PreparedTask
 
 
