@@ -50,7 +50,8 @@ from ray.cluster_utils import Cluster
 from actors.workers import start_executors, start_llm_actors
 from benchmarks.rebuild import measure_rebuild, rebuild_text
 from benchmarks.spread import simulate_spread
-from engine.loop import Budget, SearchLoop
+from engine.budget import Budget
+from engine.loop import SearchLoop
 from engine.search_run import task_context
 from engine.store import RunStore
 from engine.task import PreparedTask, TaskSpec, prepare_task

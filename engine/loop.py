@@ -21,6 +21,7 @@ from typing import Any
 import ray
 
 from actors.pool import ActorPool, Call
+from engine.budget import Budget
 from engine.folds import Folds
 from engine.runs import kept_predictions
 from engine.scoring import frame_csv
@@ -52,38 +53,6 @@ FLOOR_SECONDS = 60.0
 # row without one good reply from that actor means the backend itself is broken: stop loudly
 # instead of losing every node of the run.
 MAX_LLM_RESTARTS = 3
-
-
-@dataclass
-class Budget:
-    """Wall clock, node count and token count: whichever runs out first ends the run.
-
-    The wall clock is a hard stop (work in flight is killed and recorded); spent nodes or
-    tokens only stop new proposals, and the work already paid for finishes.
-    """
-
-    seconds: float
-    max_nodes: int | None = None
-    max_tokens: int | None = None
-    started: float = field(default_factory=time.monotonic)
-    # Seconds kept at the end for the answer's work after the search (engine/final.py
-    # closing_seconds): the search's own clock stops that much before `seconds`.
-    reserve: float = 0.0
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
-
-    def left(self) -> float:
-        """The search's seconds left: the budget less what has passed and the reserve."""
-        return self.seconds - self.reserve - self.elapsed()
-
-    def room(self, done: int, in_flight: int, tokens: int) -> int:
-        """How many more proposals may start now."""
-        if self.max_tokens is not None and tokens >= self.max_tokens:
-            return 0
-        if self.max_nodes is None:
-            return 1 << 30
-        return self.max_nodes - done - in_flight
 
 
 @dataclass(frozen=True, slots=True)

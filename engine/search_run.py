@@ -29,11 +29,12 @@ from rich.text import Text
 
 from actors.llm import NO_LLM
 from actors.workers import ray_session
+from engine.budget import Budget
 from engine.config import RunConfig, merge, task_yaml_text
 from engine.feasibility import request_warnings
 from engine.final import closing_seconds, select_final
 from engine.folds import make_folds
-from engine.loop import Budget, LoopStats, SearchLoop
+from engine.loop import LoopStats, SearchLoop
 from engine.memory import (
     RECALLED_CASES,
     Recollection,

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.budget import Budget
 from engine.config import RunConfig
 from engine.final import MAX_CLOSING_SHARE, SAVE_SHARE, closing_seconds
 from engine.folds import HOLDOUT, make_folds
-from engine.loop import Budget
 from engine.search_run import task_context
 from engine.select import CV_FOLDS
 from engine.summary import summary_facts, write_summary

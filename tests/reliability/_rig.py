@@ -18,7 +18,8 @@ from typing import Any
 import ray
 
 from actors.workers import ExecutorActor, start_executors, start_llm_actors
-from engine.loop import Budget, LoopStats, SearchLoop
+from engine.budget import Budget
+from engine.loop import LoopStats, SearchLoop
 from engine.search_run import task_context
 from engine.store import RunStore
 from engine.task import PreparedTask

@@ -19,8 +19,9 @@ from typing import Any
 import ray
 
 from benchmarks.scaling import ClusterLayout, make_task, simulated_cluster
+from engine.budget import Budget
 from engine.config import RunConfig
-from engine.loop import Budget, SearchLoop
+from engine.loop import SearchLoop
 from engine.placement import llm_options, start_workers
 from engine.search_run import task_context
 from engine.store import RunStore
