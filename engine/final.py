@@ -66,7 +66,7 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
     if config.select == "cv":
         console.print(f"selecting the final best by {CV_FOLDS}-fold cross-validation of the "
                       f"top {CV_TOP_K} nodes on train+valid", markup=False)
-        winner, scores = select_by_cv(task, journal, run, seed=config.seed, limits=limits)
+        winner, scores = select_by_cv(task, journal, run_all, seed=config.seed, limits=limits)
         record = selection_record(winner, scores, CV_FOLDS)
     elif config.select == "confirmed":
         winner, record = select_confirmed(task, journal, kept_valid, seed=config.seed,
@@ -140,9 +140,12 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
         seconds += SAVE_SHARE * _scoring_seconds(journal, best) * per_fit * rounds
     elif holdout:  # nothing saved: the refit alone
         seconds += _scoring_seconds(journal, best) * per_fit
-    if config.select == "cv":  # one fold after the other, of each of the top nodes
-        seconds += CV_FOLDS * per_fit * sum(
-            _scoring_seconds(journal, n) for n in distinct_best(journal.eligible_nodes)[:CV_TOP_K])
+    if config.select == "cv":
+        # Every fold of each top node side by side, dealt to the executors in turn: the
+        # busiest executor's share.
+        runs = [per_fit * _scoring_seconds(journal, n)
+                for n in distinct_best(journal.eligible_nodes)[:CV_TOP_K] for _ in range(CV_FOLDS)]
+        seconds += max(sum(runs[i::max(1, executors)]) for i in range(max(1, executors)))
     return min(seconds, MAX_CLOSING_SHARE * config.budget)
 
 

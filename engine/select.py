@@ -72,17 +72,18 @@ class CvScore:
         return statistics.stdev(self.fold_scores) if len(self.fold_scores) > 1 else None
 
 
-def cross_validate(task: PreparedTask, node: Node, folds: int, seed: int,
-                   limits: Limits, run: Runner) -> CvScore:
-    """Run the node's script on each fold of train+valid; stop at the first failing fold."""
+def cross_validation_runs(task: PreparedTask, node: Node, folds: int, seed: int,
+                          limits: Limits) -> list[tuple[Job, PreparedTask]]:
+    """The node's script on each fold of train+valid: its job, and the task that scores the
+    fold's predictions."""
     full = pd.concat(
         [task.train, task.valid_X.assign(**{task.target: task.valid_y.to_numpy()})],
         ignore_index=True,
     )
     y = full[task.target]
-    splitter = fold_splitter(task.task_type, folds, seed)
-    scores: list[float] = []
-    for train_rows, fold_rows in splitter.split(full, y.astype(str)):
+    runs = []
+    for train_rows, fold_rows in fold_splitter(task.task_type, folds, seed).split(
+            full, y.astype(str)):
         fold = full.iloc[fold_rows]
         fold_X = fold.drop(columns=[task.target]).reset_index(drop=True)
         inputs = {
@@ -91,12 +92,20 @@ def cross_validate(task: PreparedTask, node: Node, folds: int, seed: int,
             "test.csv": csv_bytes(fold_X),  # the harness needs one; only valid is scored
             "description.md": task.description.encode(),
         }
-        result = run(node.code, inputs, limits)
+        fold_task = replace(task, valid_X=fold_X,
+                            valid_y=fold[task.target].reset_index(drop=True))
+        runs.append(((node.code, inputs, limits), fold_task))
+    return runs
+
+
+def cv_score(node: Node, fold_tasks: list[PreparedTask], results: list[ExecResult]) -> CvScore:
+    """The node's fold scores; the first fold that failed or wrote no valid submission ends
+    them, with why."""
+    scores: list[float] = []
+    for fold_task, result in zip(fold_tasks, results, strict=True):
         if result.status != "ok":
             return CvScore(node.node_id, node.metric_raw, tuple(scores),
                            f"fold {len(scores) + 1}: {result.status} {result.error}".strip())
-        fold_task = replace(task, valid_X=fold_X,
-                            valid_y=fold[task.target].reset_index(drop=True))
         try:
             scores.append(score(fold_task, result.valid_csv, "valid"))
         except SubmissionError as exc:
@@ -108,12 +117,18 @@ def cross_validate(task: PreparedTask, node: Node, folds: int, seed: int,
 CV_TOP_K, CV_FOLDS = 3, 5  # --select cv: the nodes it cross-validates, and in how many folds
 
 
-def select_by_cv(task: PreparedTask, journal: Journal, run: Runner, *, top_k: int = CV_TOP_K,
-                 folds: int = CV_FOLDS, seed: int = 0, limits: Limits | None = None
-                 ) -> tuple[str | None, list[CvScore]]:
-    """Cross-validate the top-k distinct ok nodes by valid score; return the winner's id."""
+def select_by_cv(task: PreparedTask, journal: Journal, run_all: BatchRunner, *,
+                 top_k: int = CV_TOP_K, folds: int = CV_FOLDS, seed: int = 0,
+                 limits: Limits | None = None) -> tuple[str | None, list[CvScore]]:
+    """Cross-validate the top-k distinct ok nodes by valid score, every fold of every node
+    side by side (`run_all`); return the winner's id."""
     candidates = distinct_best(journal.eligible_nodes)[:top_k]
-    scores = [cross_validate(task, n, folds, seed, limits or Limits(), run) for n in candidates]
+    planned = [cross_validation_runs(task, n, folds, seed, limits or Limits())
+               for n in candidates]
+    results = iter(run_all([job for runs in planned for job, _ in runs]))
+    scores = [cv_score(node, [fold_task for _, fold_task in runs],
+                       [next(results) for _ in runs])
+              for node, runs in zip(candidates, planned, strict=True)]
     ranked = [s for s in scores if s.mean is not None]
     if not ranked:
         return None, scores

@@ -22,16 +22,19 @@ from engine.runs import apply_selection
 from engine.scoring import read_submission, submission_metric
 from engine.select import (
     CONFIDENCE,
+    CV_FOLDS,
+    CV_TOP_K,
     cross_fitted_score,
     one_at_a_time,
     paired_bootstrap,
     resampled_scores,
+    select_by_cv,
     select_confirmed,
 )
 from engine.store import RunStore
 from engine.summary import overview, selection_section
 from engine.task import PreparedTask, TaskSpec, prepare_task
-from sandbox import ExecResult
+from sandbox import ExecResult, Limits
 from search.journal import Journal
 from search.node import Operator
 from tests.helpers import make_node
@@ -251,3 +254,39 @@ def test_resampled_scores_equal_the_scorer_on_each_resample(
         expected = submission_metric(task, submission.iloc[rows].reset_index(drop=True),
                                      task.valid_y.iloc[rows].reset_index(drop=True))
         assert value == pytest.approx(expected, rel=1e-9)
+
+
+def test_select_by_cv_runs_every_fold_of_the_top_nodes_at_once(task: PreparedTask) -> None:
+    """Each node's code names what its fake model does: predict right, predict "a" always, or
+    fail from its third fold on. The 15 runs go to the executors in one batch."""
+    nodes = [make_node("right", metric=0.9, code="right\n"),
+             make_node("all_a", metric=0.8, code="all_a\n"),
+             make_node("breaks", metric=0.7, code="breaks\n"),
+             make_node("fourth", metric=0.6, code="right\n")]
+    batches: list[int] = []
+    seen: dict[str, int] = {}
+
+    def run_all(jobs: list[tuple[str, dict[str, bytes], Limits]]) -> list[ExecResult]:
+        batches.append(len(jobs))
+        results = []
+        for code, inputs, _ in jobs:
+            kind = code.splitlines()[0]
+            seen[kind] = seen.get(kind, 0) + 1
+            x = pd.read_csv(io.BytesIO(inputs["valid.csv"]))["x"]
+            labels = np.where(x > 0, "b", "a") if kind == "right" else np.full(len(x), "a")
+            out = io.StringIO()
+            pd.DataFrame({"prediction": labels}).to_csv(out, index=False)
+            failed = kind == "breaks" and seen[kind] >= 3
+            results.append(ExecResult("error" if failed else "ok", 1 if failed else 0, "", "",
+                                      1.0, None if failed else out.getvalue().encode(), None,
+                                      "ValueError: boom" if failed else "", "bwrap"))
+        return results
+
+    winner, scores = select_by_cv(task, Journal(nodes), run_all, seed=0)
+    assert batches == [CV_TOP_K * CV_FOLDS]  # the fourth node is not cross-validated
+    assert winner == "right"
+    by_id = {s.node_id: s for s in scores}
+    assert by_id["right"].fold_scores == (1.0,) * CV_FOLDS and by_id["right"].error == ""
+    assert by_id["all_a"].mean is not None and by_id["all_a"].mean < 0.7
+    assert by_id["breaks"].error == "fold 3: error ValueError: boom"
+    assert len(by_id["breaks"].fold_scores) == 2 and by_id["breaks"].mean is None
