@@ -42,18 +42,22 @@ def ray_session(address: str | None, actors: int) -> Iterator[None]:
     if address:
         _join(address)
     else:
-        # A private cluster keeps the token authentication Ray turns on by itself; its notice
-        # that it did so is not the user's business (the engine's own lines come first).
-        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
-            logging.ERROR)
-        # "local" starts a private cluster even when another Ray runs on this machine.
-        ray.init(address="local", num_cpus=max(os.cpu_count() or 2, actors),
-                 include_dashboard=False, object_store_memory=100 * 2**20, log_to_driver=False,
-                 configure_logging=False)
+        start_private_ray(max(os.cpu_count() or 2, actors))
     try:
         yield
     finally:
         ray.shutdown()
+
+
+def start_private_ray(cpus: int) -> None:
+    """A private Ray on this machine that places actors on up to `cpus` CPUs."""
+    # A private cluster keeps the token authentication Ray turns on by itself; its notice that
+    # it did so is not the user's business (the engine's own lines come first).
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+        logging.ERROR)
+    # "local" starts a private cluster even when another Ray runs on this machine.
+    ray.init(address="local", num_cpus=cpus, include_dashboard=False,
+             object_store_memory=100 * 2**20, log_to_driver=False, configure_logging=False)
 
 
 def _join(address: str) -> None:

@@ -6,11 +6,12 @@ Under pytest-xdist (.ci/run passes `-n`), whole test files go to the workers, as
 is then built once, on one worker. The files that share tests/test_outputs.py's `scripted_run`
 (one search for the whole process) go to one worker together, so that search runs once too.
 
-Each test process starts one Ray, and every search run in it joins that one (a run keeps a Ray
-its program started) instead of starting and stopping its own: about 5 s a search."""
+The first search a test process runs starts a Ray that the later ones join (a run keeps a Ray
+its program started) instead of each starting and stopping its own: about 5 s a search."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -24,15 +25,43 @@ os.environ["TREEML_MEMORY"] = "off"  # engine/memory.py ENV; inherited by CLI su
 SHARED_RAY_CPUS = 8
 
 
+class SharedRay:
+    """Whether searches share the test process's Ray. Tests whose actors must see what their
+    process sets after the Ray started (the reliability suite's TMPDIR) turn it off: each run
+    then starts its own Ray, as a user's run does."""
+
+    on = True
+
+    @classmethod
+    def turn_off(cls) -> None:
+        import ray
+
+        cls.on = False
+        if ray.is_initialized():
+            ray.shutdown()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def shared_ray() -> Iterator[None]:
-    """The test process's Ray. A test that needs a Ray of its own (other CPUs, environment
-    variables its actors must see) shuts this one down first; later runs then start their own
-    Ray, as a user's run does."""
-    from actors.workers import ray_session
+    """Searches run in this process start one Ray, on the first search (a process that runs
+    none, such as the peers' AutoGluon, whose fits use a Ray they find, never has one)."""
+    import ray
 
-    with ray_session(None, SHARED_RAY_CPUS):
+    import engine.search_run
+    from actors.workers import ray_session, start_private_ray
+
+    @contextlib.contextmanager
+    def shared_session(address: str | None, actors: int) -> Iterator[None]:
+        if SharedRay.on and address is None and not ray.is_initialized():
+            start_private_ray(SHARED_RAY_CPUS)
+        with ray_session(address, actors):
+            yield
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine.search_run, "ray_session", shared_session)
         yield
+    if ray.is_initialized():
+        ray.shutdown()
 
 
 # The files whose tests use test_outputs.scripted_run. A user missing here still passes; its

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import ray
 
+from tests.conftest import SharedRay
+
 
 @pytest.fixture(scope="session", autouse=True)
 def private_tmpdir() -> Iterator[Path]:
@@ -34,13 +36,11 @@ def private_tmpdir() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def shared_ray() -> Iterator[None]:
-    """No shared Ray here (tests/conftest.py starts one per test process): the sandboxes of
-    this suite's runs must see private_tmpdir's TMPDIR, which a Ray started before it would
-    not pass to its actors. Each run starts its own Ray, as a user's run does."""
-    if ray.is_initialized():
-        ray.shutdown()
-    yield
+def own_ray() -> None:
+    """No shared Ray from here on in this process (tests/conftest.py): the sandboxes of this
+    suite's runs must see private_tmpdir's TMPDIR, which a Ray started before it would not
+    pass to its actors."""
+    SharedRay.turn_off()
 
 
 @pytest.fixture(scope="module")
