@@ -19,7 +19,8 @@ def test_fit_a_dataframe_then_predict_and_load(tmp_path: Path) -> None:
     a, b = rng.normal(size=(2, 240))
     frame = pd.DataFrame({"a": a, "b": b, "label": np.where(a + 0.3 * b > 0, "yes", "no")})
     predictor = fit(frame, "label", budget="2m", metric="roc_auc", llm=f"scripted:{SCRIPT}",
-                    max_nodes=2, floor=False, ensemble=False, out=tmp_path / "runs")
+                    max_nodes=2, floor=False, ensemble=False, out=tmp_path / "runs",
+                    folds=1)  # the API's fit, predict and load, not the scoring: the holdout
     board = predictor.leaderboard()
     assert len(board) == 2 and board.answer.sum() == 1
     assert board.valid.iloc[0] == board.valid.max() and board.test.notna().any()

@@ -68,7 +68,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert run_main(["--data", str(tmp / "train.csv"), "--target", "y", "--llm",
                      f"scripted:{tmp / 'replies.json'}", "--max-nodes", "3", "--executors",
                      "1", "--no-baseline", "--quiet", "--out", str(tmp / "runs"),
-                     "--task", str(tmp / "task.yaml")]) == 0
+                     "--task", str(tmp / "task.yaml"),
+                     # The replays score each fixed attempt on the run's folds: the holdout is
+                     # one sandbox run per attempt, and fixed or not reads the same there.
+                     "--folds", "1"]) == 0
     return tmp / "runs"
 
 

@@ -31,6 +31,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "data: train.csv\ntarget: y\nllm: scripted:replies.json\nnum_drafts: 2\n"
         "debug_prob: 1.0\nmax_nodes: 7\nexecutors: 1\nbudget: 5m\nquiet: true\n"
         "exec_timeout: 120\nreflect: true\n"
+        "folds: 1\n"  # the export reads prompts, replies and gains: the holdout shows them
     )
     assert run_main(["--task", str(tmp / "task.yaml"), "--out", str(tmp / "runs")]) == 0
     (run,) = [p for p in (tmp / "runs").iterdir() if not p.name.startswith(".")]

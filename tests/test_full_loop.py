@@ -35,6 +35,9 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "data: train.csv\ntarget: y\nllm: scripted:replies.json\nnum_drafts: 2\n"
         "debug_prob: 1.0\nmax_nodes: 6\nexecutors: 1\nbudget: 5m\nquiet: true\n"
         "exec_timeout: 120\nbaseline: false\nfloor: false\nensemble: false\n"
+        # Saving the answer's model (5 more sandbox runs, one a fold) is not what these
+        # tests check: test_fitted and test_bundle check saved fold models.
+        "save_model: false\n"
     )
     assert main(["--task", str(tmp / "task.yaml"), "--out", str(tmp / "runs")]) == 0
     (run,) = [p for p in (tmp / "runs").iterdir() if not p.name.startswith(".")]

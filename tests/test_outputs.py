@@ -53,6 +53,9 @@ def scripted_run(factory: pytest.TempPathFactory) -> Path:
             "data: train.csv\ntarget: y\nllm: scripted:replies.json\nnum_drafts: 2\n"
             "debug_prob: 1.0\nmax_nodes: 7\nexecutors: 1\nbudget: 5m\nquiet: true\n"
             "exec_timeout: 120\nfloor: false\nensemble: false\n"
+            # Two folds, not five: a written node runs once per fold, and what these files
+            # check of the folds (one model and training set per fold) two folds show.
+            "folds: 2\n"
         )
         assert run_main(["--task", str(tmp / "task.yaml"), "--out", str(tmp / "runs")]) == 0
         (run,) = [p for p in (tmp / "runs").iterdir() if not p.name.startswith(".")]

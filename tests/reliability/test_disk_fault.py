@@ -19,7 +19,7 @@ from tests.helpers import only_run, resume_task
 def test_failed_part_write_stops_cleanly_then_resumes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    task = resume_task(tmp_path, 0.0, 4)
+    task = resume_task(tmp_path, 0.0, 4, folds=1)  # the store and resume, not the scoring
     out = tmp_path / "runs"
     real_append = RunStore.append
     calls: list[str] = []
