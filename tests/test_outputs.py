@@ -44,7 +44,8 @@ def make_data(path: Path, rows: int = 300) -> None:
 
 
 def scripted_run(factory: pytest.TempPathFactory) -> Path:
-    """One real run for the whole session (about 15 s): baseline, drafts, a debug, improves."""
+    """One real run for the whole session (about 55 s alone): baseline, drafts, a debug,
+    improves."""
     if "run" not in _shared:
         tmp = factory.mktemp("outputs")
         make_data(tmp / "train.csv")
