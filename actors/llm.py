@@ -178,6 +178,17 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return kind, arg
 
 
+def located(spec: str, base: Path) -> str:
+    """The spec with a relative file path (`scripted:`, `llama:`) made relative to `base`: an
+    LLM actor reads it from its own working directory, which is not the driver's when the
+    driver joined a Ray it did not start."""
+    kind, _, arg = spec.partition(":")
+    if kind not in ("scripted", "llama") or not arg:
+        return spec
+    path = Path(arg).expanduser()
+    return f"{kind}:{path if path.is_absolute() else base / path}"
+
+
 def backend_of(spec: str) -> Backend:
     return BACKENDS[parse_spec(spec)[0]]
 

@@ -19,12 +19,14 @@ import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import ray
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from actors.llm import located
 from sandbox import ExecResult, Limits, run_script
 from search.chat import ChatPrompt, Reply
 from search.errors import BackendError
@@ -229,8 +231,9 @@ class LLMPool:
                                placement_group_capture_child_tasks=True))
         else:
             options.update(num_cpus=p.num_cpus, num_gpus=p.gpus, resources=dict(p.resources))
+        # The pool keeps its spec as routed; its actor gets the spec's files from here.
         self.actors[name] = self.actor_class.options(**options).remote(
-            self.spec, name, self.options)
+            located(self.spec, Path.cwd()), name, self.options)
         return name
 
 

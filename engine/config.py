@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-from actors.llm import Routes, parse_routes, parse_spec, routes_from_mapping
+from actors.llm import Routes, located, parse_routes, parse_spec, routes_from_mapping
 from search.errors import UserError
 from search.metric import METRICS
 from search.node import Operator
@@ -329,15 +329,7 @@ def _llm_paths(value: Any, base: Path, source: str) -> str:
 
 
     text = routes_from_mapping(value, source) if isinstance(value, dict) else str(value)
-
-    def absolute(spec: str) -> str:
-        kind, _, arg = spec.partition(":")
-        if kind not in ("scripted", "llama") or not arg:
-            return spec
-        path = Path(arg).expanduser()
-        return f"{kind}:{path if path.is_absolute() else base / path}"
-
-    return parse_routes(text).map_specs(absolute).text()
+    return parse_routes(text).map_specs(lambda spec: located(spec, base)).text()
 
 
 def load_task_yaml(path: Path) -> RunConfig:

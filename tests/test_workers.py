@@ -98,3 +98,18 @@ print("stopped once")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "stopped once", done.stderr[-2000:]
+
+
+def test_an_llm_file_named_from_the_drivers_folder_reaches_its_actor(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Ray (this process's, or one started here) began in another folder than the one the
+    driver names its LLM's file from: `--llm scripted:replies.json` after a `cd`."""
+    with ray_session(None, 1):
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "replies.json").write_text(json.dumps({"draft": ["hi"]}))
+        started = Workers.start([PoolPlan("scripted:replies.json", {}, 1, Placement(), 1)], 0)
+        try:
+            assert started.models() == ["scripted:replies.json"]
+            assert started.pools[0].spec == "scripted:replies.json"  # routes keep their name
+        finally:
+            started.close()
