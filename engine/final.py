@@ -129,11 +129,12 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
         return 0.0
     # One fit of a node on every training row it learns from, from its scoring: a holdout run
     # scored it with one run on train (fewer rows), a k-fold run with k runs, one a fold.
+    slots = max(1, executors)
     if folds is None or folds.k == HOLDOUT:
         holdout, rounds = True, 1
         per_fit = (len(task.train) + len(task.valid_y)) / max(1, len(task.train))
     else:
-        holdout, rounds = False, -(-folds.k // max(1, executors))
+        holdout, rounds = False, -(-folds.k // slots)
         per_fit = 1.0 / folds.k
     seconds = 0.0
     if config.save_model:
@@ -145,7 +146,7 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
         # busiest executor's share.
         runs = [per_fit * _scoring_seconds(journal, n)
                 for n in distinct_best(journal.eligible_nodes)[:CV_TOP_K] for _ in range(CV_FOLDS)]
-        seconds += max(sum(runs[i::max(1, executors)]) for i in range(max(1, executors)))
+        seconds += max(sum(runs[i::slots]) for i in range(slots))
     return min(seconds, MAX_CLOSING_SHARE * config.budget)
 
 

@@ -31,6 +31,7 @@ from actors.openai_backend import OpenAILLM
 from actors.vllm_backend import EXTRA_HINT, VllmLLM
 from search.chat import ChatPrompt, Reply
 from search.errors import BackendError
+from tests.conftest import SharedRay
 
 VLLM_ENV = {
     "HF_HUB_OFFLINE": "1",  # the tiny model is a local folder: never reach for a hub
@@ -57,10 +58,7 @@ def test_a_prompt_past_the_context_names_the_vllm_setting() -> None:
 def vllm_env() -> Iterator[None]:
     """vLLM reads these at import and in every process it starts (Ray workers inherit them,
     so the test process's shared Ray, started without them, goes first)."""
-    import ray
-
-    if ray.is_initialized():
-        ray.shutdown()
+    SharedRay.turn_off()
     saved = {key: os.environ.get(key) for key in VLLM_ENV}
     os.environ.update(VLLM_ENV)
     try:

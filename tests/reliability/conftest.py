@@ -45,8 +45,6 @@ def own_ray() -> None:
 
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[None]:
-    if ray.is_initialized():  # another test file's Ray, in this xdist worker
-        ray.shutdown()
     ray.init(address="local", num_cpus=4, include_dashboard=False,
              object_store_memory=100 * 2**20, log_to_driver=False, configure_logging=False)
     try:
