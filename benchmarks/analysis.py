@@ -26,7 +26,7 @@ from benchmarks.stats import share
 from engine.search_context import SearchContext
 from engine.search_run import task_context
 from engine.step import Step
-from engine.task import TaskSpec, prepare_task
+from engine.task.prepare import TaskSpec, prepare_task
 from operators.analyst import next_analysis, trim_findings
 from search.errors import UserError, error_exit
 from search.journal import Journal

@@ -10,8 +10,8 @@
 
 The fairness rule: every baseline learns from the same rows, everything but the test split (the
 engine's train + valid, labels included), within the same wall-clock budget on all the machine's
-cores, and writes the same submission CSV that `engine.scoring.score` reads against the hidden
-test labels; probabilities go in as `proba_<label>` columns, so the scorer matches them to
+cores, and writes the same submission CSV that `engine.evaluation.scoring.score` reads against the
+hidden test labels; probabilities go in as `proba_<label>` columns, so the scorer matches them to
 labels by name whatever order a library keeps its classes in. `lgbm` and `optuna` fit the
 features of the harness's own `prepare()` (its source is run here, not copied), as the engine's
 LightGBM root does; AutoGluon and FLAML take the raw frames, as a user hands them over. `seconds`
@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from engine.folds import fold_splitter
-from engine.scoring import score
-from engine.task import PreparedTask
+from engine.evaluation.folds import fold_splitter
+from engine.evaluation.scoring import score
+from engine.task.prepare import PreparedTask
 from operators.harness import PREPARE_SOURCE
 from search.errors import UserError
 from search.metric import label_str

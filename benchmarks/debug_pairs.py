@@ -37,11 +37,11 @@ from actors.llm import LLM, make_llm, parse_spec
 from benchmarks.cli import add_shared_flags
 from benchmarks.stats import share, sign_test
 from engine.export import runs_in
-from engine.runs import open_run
+from engine.records.runs import open_run
 from engine.search_context import SearchContext
 from engine.search_run import task_context
 from engine.step import Step, run_step
-from engine.task import PreparedTask
+from engine.task.prepare import PreparedTask
 from operators.analyst import analysis_findings
 from operators.context import TaskContext
 from sandbox import run_script

@@ -28,7 +28,7 @@ from typing import Any
 from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import suite
 from engine.search_run import task_context
-from engine.task import TaskSpec, prepare_task
+from engine.task.prepare import TaskSpec, prepare_task
 from operators.harness import assemble
 from operators.kinds import build_prompt
 from operators.models import model_code

@@ -34,7 +34,7 @@ from typing import Any
 from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import suite
 from engine.search_run import task_context
-from engine.task import PreparedTask, TaskSpec, prepare_task
+from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from operators.context import TaskContext
 from operators.harness import assemble, model_part
 from operators.kinds import build_prompt

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.report import LGBM, Results, best_so_far, mean, relative_table
-from engine.store import RunStore
+from engine.records.store import RunStore
 from search.errors import EngineError
 
 

@@ -43,9 +43,9 @@ import pandas as pd
 from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import REGISTRY
 from engine.api import fit, load
-from engine.folds import dev_frame
-from engine.runs import open_run
-from engine.task import PreparedTask
+from engine.evaluation.folds import dev_frame
+from engine.records.runs import open_run
+from engine.task.prepare import PreparedTask
 from fileio import write_atomic
 
 BIG_ROWS = 10_000

@@ -41,11 +41,11 @@ import pandas as pd
 
 from benchmarks.stats import paired_interval, share, sign_test
 from benchmarks.table import load_results
-from engine.runs import open_run
-from engine.scoring import read_submission
-from engine.select import resample_counts, resampled_scores
-from engine.store import RunStore
-from engine.task import PreparedTask
+from engine.evaluation.scoring import read_submission
+from engine.evaluation.select import resample_counts, resampled_scores
+from engine.records.runs import open_run
+from engine.records.store import RunStore
+from engine.task.prepare import PreparedTask
 from operators.harness import model_part
 from operators.memory import as_stored, replaced_model
 from search.metric import METRICS

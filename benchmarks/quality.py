@@ -24,7 +24,7 @@ import pandas as pd
 from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import Dataset, suite
 from benchmarks.slice import lightgbm_default, run_engine, saved_results
-from engine.runs import open_run
+from engine.records.runs import open_run
 from search.errors import UserError, error_exit
 from search.metric import METRICS
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.store import RunStore
-from engine.task import PreparedTask
+from engine.records.store import RunStore
+from engine.task.prepare import PreparedTask
 from search.journal import Journal
 from search.node import Node, Operator, Status
 
@@ -75,7 +75,7 @@ def measure_rebuild(task: PreparedTask, workdir: Path, count: int = 10_000,
     """Store `count` nodes one part each, then time what a resume does to rebuild the Journal."""
     import pyarrow.dataset as ds
 
-    from engine.store import SCHEMA
+    from engine.records.store import SCHEMA
 
     store = RunStore.create(workdir / "rebuild", task, {"benchmark": "rebuild"})
     start = time.perf_counter()

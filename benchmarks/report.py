@@ -277,7 +277,7 @@ def fairness(rows: pd.DataFrame, res: Results, source: str) -> list[str]:
         "them as its `--folds` says, every baseline fits on all of them), within the same "
         "wall-clock budget ("
         f"{', '.join(budgets)}), on all the machine's cores ({', '.join(cores)}); every test "
-        "score comes from one scorer (`engine.scoring`) on test labels no "
+        "score comes from one scorer (`engine.evaluation.scoring`) on test labels no "
         "method saw. Searches and `lgbm`/`optuna` see the features of the harness's "
         "`prepare()`; `autogluon` and `flaml` the raw columns, as a user hands them over. "
         "Seconds are measured wall time (a baseline: fit, predict and score): a library that "

@@ -66,9 +66,9 @@ from benchmarks.table import (
     save_results,
 )
 from engine.config import parse_budget
-from engine.folds import fold_splitter
-from engine.store import RunStore
-from engine.task import TaskSpec, prepare_task
+from engine.evaluation.folds import fold_splitter
+from engine.records.store import RunStore
+from engine.task.prepare import TaskSpec, prepare_task
 from fileio import write_atomic
 from search.errors import EngineError, UserError, error_exit
 from search.policy import available

@@ -52,9 +52,9 @@ from benchmarks.rebuild import measure_rebuild, rebuild_text
 from benchmarks.spread import simulate_spread
 from engine.budget import Budget
 from engine.loop import SearchLoop
+from engine.records.store import RunStore
 from engine.search_run import task_context
-from engine.store import RunStore
-from engine.task import PreparedTask, TaskSpec, prepare_task
+from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from sandbox import Limits
 from search.journal import Journal
 from search.node import Node, Status

@@ -18,8 +18,8 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.cli import add_shared_flags
+from engine.records.runs import open_run
 from engine.run import main as run_main
-from engine.runs import open_run
 from search.errors import UserError
 
 DEMO = Path(__file__).parent / "data" / "concrete-strength" / "concrete.csv"
@@ -41,7 +41,7 @@ def lightgbm_default(run_dir: Path) -> float:
     import lightgbm as lgb
 
     from benchmarks.baselines import submission_csv
-    from engine.scoring import score
+    from engine.evaluation.scoring import score
 
     task = open_run(run_dir).task()
     X = pd.get_dummies(task.train.drop(columns=[task.target]))

@@ -37,7 +37,7 @@ def sign_test(wins: int, losses: int) -> float:
 
 def paired_interval(off: np.ndarray, on: np.ndarray, maximize: bool) -> tuple[float, float]:
     """95% percentile interval of the gain of `on` over `off` (positive is better), from their
-    raw scores on the same bootstrap resamples (engine.select.resampled_scores)."""
+    raw scores on the same bootstrap resamples (engine.evaluation.select.resampled_scores)."""
     gains = (on - off) if maximize else (off - on)
     low, high = np.quantile(gains, [0.025, 0.975])
     return float(low), float(high)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from engine.runs import open_run
+from engine.records.runs import open_run
 from fileio import replacing
 from search.errors import UserError
 from search.programs import kept_programs_used, program_counts

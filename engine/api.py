@@ -29,9 +29,9 @@ import pandas as pd
 from rich.console import Console
 
 from engine.config import RunConfig, merge, parse_budget
+from engine.evaluation.scoring import class_probabilities
 from engine.predict import Answer
-from engine.runs import StoredRun, open_run
-from engine.scoring import class_probabilities
+from engine.records.runs import StoredRun, open_run
 from search.errors import UserError
 
 _OPTIONS = {f.name for f in fields(RunConfig)} - {"data", "target", "budget"}

@@ -22,7 +22,7 @@ class Budget:
     max_nodes: int | None = None
     max_tokens: int | None = None
     started: float = field(default_factory=time.monotonic)
-    # Seconds kept at the end for the answer's work after the search (engine/final.py
+    # Seconds kept at the end for the answer's work after the search (engine/evaluation/final.py
     # closing_seconds): the search's own clock stops that much before `seconds`.
     reserve: float = 0.0
 

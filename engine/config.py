@@ -125,8 +125,8 @@ class RunConfig:
         "folder for run directories (default runs/)"))
     exec_timeout: float = field(default=300.0, metadata=_flag(
         "seconds one run of a candidate script may take (default 300)"))
-    # Cross-validation folds of train+valid that score every node (engine/folds.py); None:
-    # by the number of rows.
+    # Cross-validation folds of train+valid that score every node (engine/evaluation/folds.py);
+    # None: by the number of rows.
     folds: int | None = field(default=None, metadata=_flag(
         "cross-validation folds of train+valid that score every node; 1 is the holdout "
         "(learn from train, score on valid) (default: 5 up to 20,000 rows, else 1)"))
@@ -283,7 +283,7 @@ _PATHS = {"data", "test", "out"}
 MAX_FOLDS = 20
 TASK_TYPES = ("classification", "regression")
 CONSTRAINT_KEYS = ("max_predict_ms_per_row", "max_model_mb", "max_train_seconds")
-# The final selections of engine/select.py: the choices of the `select` field.
+# The final selections of engine/evaluation/select.py: the choices of the `select` field.
 SELECT_METHODS: tuple[str, ...] = next(
     f.metadata["choices"] for f in fields(RunConfig) if f.name == "select")
 # What a run writes into its task.yaml: the task and how it was searched, not machine details.

@@ -1,6 +1,6 @@
 """Exports of finished runs: fine-tuning data (seed 001), `python -m engine.export sft RUN...
 -o FILE`, and the answer as a deployable folder, `python -m engine.export model RUN -o DIR`
-(engine/bundle.py).
+(engine/deploy/bundle.py).
 
 The fine-tuning data:
 
@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from engine.runs import open_run
+from engine.records.runs import open_run
 from fileio import write_atomic
 from search.errors import EngineError, StoreError, UserError, error_exit
 
@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         "model", help="the run's answer as a folder that predicts without treeml installed",
         description="Write the answer's code, its saved fitted models, the rows they learned "
                     "from, a predict.py and a requirements.txt to a new folder "
-                    "(engine/bundle.py).")
+                    "(engine/deploy/bundle.py).")
     model.add_argument("run", type=Path, metavar="RUN_DIR", help="the run directory")
     model.add_argument("-o", "--output", type=Path, required=True,
                        help="the folder to write (new, or empty)")
@@ -175,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "model":
-        from engine.bundle import export_model
+        from engine.deploy.bundle import export_model
 
         try:
             written = export_model(args.run, args.output)

@@ -22,9 +22,10 @@ import ray
 
 from actors.pool import ActorPool, Call
 from engine.budget import Budget
-from engine.folds import Folds
-from engine.runs import kept_predictions
-from engine.scoring import frame_csv
+from engine.evaluation.folds import Folds
+from engine.evaluation.scoring import frame_csv
+from engine.records.runs import kept_predictions
+from engine.records.store import RunStore
 from engine.search_context import ALL_FOLDS, SearchContext
 from engine.step import (
     DEADLINE_ERROR,
@@ -35,8 +36,7 @@ from engine.step import (
     Generate,
     Step,
 )
-from engine.store import RunStore
-from engine.task import PreparedTask
+from engine.task.prepare import PreparedTask
 from operators.context import TaskContext
 from sandbox import Limits
 from search.chat import Reply

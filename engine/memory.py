@@ -39,9 +39,9 @@ from typing import Any
 from rich.console import Console
 
 from engine.config import RunConfig
-from engine.runs import open_run
-from engine.store import RunStore
-from engine.task import PreparedTask
+from engine.records.runs import open_run
+from engine.records.store import RunStore
+from engine.task.prepare import PreparedTask
 from operators.harness import model_part
 from operators.memory import Case, Fix, meta_features, nearest_cases, task_fingerprint
 from search.errors import UserError, error_exit

@@ -1,7 +1,7 @@
 """Command line: `python -m engine.predict runs/<id> new_rows.csv -o predictions.csv [--refit]`.
 
 Predicts new rows with the run's answer as it was made. A run saves its answer's fitted models
-in `best/model/` (engine/fitted.py): then nothing trains, the answer's code runs in one
+in `best/model/` (engine/deploy/saved_model.py): then nothing trains, the answer's code runs in one
 sandbox run with every fit restored, once per saved model (a k-fold run's fold models, their
 predictions combined as the run combined its test predictions; a holdout run's model refitted
 on train + valid), so the new rows get what `best/submission/test.csv` got for the test rows.
@@ -28,17 +28,17 @@ from typing import TypeVar
 
 import pandas as pd
 
-from engine.fitted import replay_inputs, saved_states, training_inputs
-from engine.folds import Folds, dev_frame
-from engine.runs import open_run
-from engine.scoring import (
+from engine.deploy.saved_model import replay_inputs, saved_states, training_inputs
+from engine.evaluation.folds import Folds, dev_frame
+from engine.evaluation.scoring import (
     SubmissionError,
     combine_predictions,
     frame_csv,
     read_stacked,
     read_submission,
 )
-from engine.task import PreparedTask, csv_bytes
+from engine.records.runs import open_run
+from engine.task.prepare import PreparedTask, csv_bytes
 from fileio import write_atomic
 from operators.fitted import SERVE, fitted_wrapper
 from sandbox import ExecResult, Limits, SandboxError, Session, run_script, start_session

@@ -71,7 +71,7 @@ def request_config(text: str, overrides: dict[str, Any], console: Console) -> Ru
     """A plain-language --task: parse it, ask the run's LLM for what the words leave open (only
     then is an LLM made), check it against the data and show the spec."""
     from actors.llm import parse_spec
-    from engine.request_llm import resolve_request
+    from engine.task.request_llm import resolve_request
 
     provisional = merge(RunConfig(), overrides)
     parse_spec(provisional.llm)  # a bad --llm is reported before any model is made

@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from engine.folds import Folds, all_folds_inputs, dev_labels, fold_inputs, make_folds
-from engine.scoring import HeldOut
-from engine.task import PreparedTask
+from engine.evaluation.folds import Folds, all_folds_inputs, dev_labels, fold_inputs, make_folds
+from engine.evaluation.scoring import HeldOut
+from engine.task.prepare import PreparedTask
 from operators.analyst import analysis_findings, next_analysis
 from operators.context import TaskContext
 from search.journal import Journal
@@ -42,7 +42,7 @@ class SearchContext:
     skip_duplicates: bool = True
     running: dict[str, str] = field(default_factory=dict)  # code hash -> node id
     requests: int = 0  # first prompts built so far: part of each one's sampling seed
-    folds: Folds | None = None  # the run's folds (engine/folds.py); None: the holdout
+    folds: Folds | None = None  # the run's folds (engine/evaluation/folds.py); None: the holdout
     # What every scored node predicted (held-out and test): ensemble selection's material.
     predictions: dict[str, HeldOut] = field(default_factory=dict)
 

@@ -5,14 +5,12 @@
     run = SearchRun.resume(run_dir, flags, console)   # or opens a stopped one
     run.start()                                   # one start: search until the budget ends
 
-`start()` reads top to bottom: the memory's cases, the policy and the floor, the workers on
-Ray, the loop until the budget ends, the spent accounting, the final selection
-(engine/final.py), the summary and outputs, and the memory's lesson. The budget is one clock
-(`Budget`, started when the start begins): the loop stops on it, the live line shows what it
-has left, and the manifest's spent seconds are what it measured. The manifest has one writer,
-the store, and is written when something changes: created, a start begins, the workers are
-known, the start ends.
-"""
+`start()` reads top to bottom: the memory's cases, the policy and the floor, the workers on Ray, the
+loop until the budget ends, the spent accounting, the final selection (engine/evaluation/final.py),
+the summary and outputs, and the memory's lesson. The budget is one clock (`Budget`, started when
+the start begins): the loop stops on it, the live line shows what it has left, and the manifest's
+spent seconds are what it measured. The manifest has one writer, the store, and is written when
+something changes: created, a start begins, the workers are known, the start ends. """
 
 from __future__ import annotations
 
@@ -31,9 +29,8 @@ from actors.llm import NO_LLM
 from actors.workers import ray_session
 from engine.budget import Budget
 from engine.config import RunConfig, merge, task_yaml_text
-from engine.feasibility import request_warnings
-from engine.final import closing_seconds, select_final
-from engine.folds import make_folds
+from engine.evaluation.final import closing_seconds, select_final
+from engine.evaluation.folds import make_folds
 from engine.loop import LoopStats, SearchLoop
 from engine.memory import (
     RECALLED_CASES,
@@ -42,12 +39,13 @@ from engine.memory import (
     retrieve,
     still_recalled,
 )
-from engine.outputs import write_outputs
 from engine.placement import llm_options, start_workers
-from engine.runs import open_run
-from engine.store import RunStore
-from engine.summary import summary_facts, write_summary
-from engine.task import PreparedTask, TaskSpec, prepare_task
+from engine.records.outputs import write_outputs
+from engine.records.runs import open_run
+from engine.records.store import RunStore
+from engine.records.summary import summary_facts, write_summary
+from engine.task.feasibility import request_warnings
+from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from fileio import write_atomic
 from operators.analyst import analysis_findings, next_analysis
 from operators.context import TaskContext

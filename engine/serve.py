@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from engine.evaluation.scoring import class_probabilities
 from engine.predict import Answer
-from engine.scoring import class_probabilities
-from engine.task import PreparedTask
+from engine.task.prepare import PreparedTask
 from search.errors import EngineError, UserError, error_exit
 
 if TYPE_CHECKING:

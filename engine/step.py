@@ -25,9 +25,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from engine.blend import ensemble_selection
-from engine.programs import program_gate
-from engine.scoring import (
+from engine.evaluation.blend import ensemble_selection
+from engine.evaluation.program_gate import program_gate
+from engine.evaluation.scoring import (
     HeldOut,
     SubmissionError,
     read_stacked,
@@ -188,7 +188,7 @@ class Step:
 
     def _blend(self) -> None:
         """Ensemble selection over the candidates' kept predictions: done at once, in the
-        driver; nothing runs (engine/blend.py)."""
+        driver; nothing runs (engine/evaluation/blend.py)."""
         search = self.search
         kept = {i: search.predictions[i] for i in self.proposal.members
                 if i in search.predictions}

@@ -26,7 +26,7 @@ a class defined in the solution with a home-made fit) simply runs again: slower,
 What could make a replay differ (a random generator the skipped fits no longer advance, a
 step that depends on the predicted rows) is caught by the engine, which replays the saved
 run on its own rows and keeps the state only if the predictions come out the same
-(engine/fitted.py).
+(engine/deploy/saved_model.py).
 
 The state is a pickle written by generated code, which is code: it is loaded only by this
 wrapper, inside the sandbox, never in the engine's process.

@@ -178,7 +178,7 @@ _treeml_measure.report(*_treeml_first)
 
 def assemble(ctx: TaskContext, model_code: str, all_folds: bool = False) -> str:
     """The runnable script: harness head, the model's code, harness tail. `all_folds`: every
-    fold of the run in one process (engine-written code only; see engine/folds.py)."""
+    fold of the run in one process (engine-written code only; see engine/evaluation/folds.py)."""
     return (f"{harness_head(ctx, all_folds)}\n{MODEL_START}\n{model_code.strip()}\n"
             f"{MODEL_END}\n{harness_tail(ctx, all_folds)}")
 

@@ -21,11 +21,10 @@ nothing LLM-written to run, the loop asks the floor:
    is its first trial, and each trial is its code with only that dict changed, a child of the
    node).
 
-And, with no executor at all, ensemble selection (`engine/blend.py`) over the best nodes' kept
-predictions, whenever at least `ensemble_every` new candidates arrived since the last one. The
-candidates are the best nodes with at most `PER_STUDY` of each study: otherwise eighty trials
-of one family fill every place and the blend has nothing different to combine.
-
+And, with no executor at all, ensemble selection (`engine/evaluation/blend.py`) over the best nodes'
+kept predictions, whenever at least `ensemble_every` new candidates arrived since the last one. The
+candidates are the best nodes with at most `PER_STUDY` of each study: otherwise eighty trials of one
+family fill every place and the blend has nothing different to combine.
 Everything but which trials are in flight is rebuilt from the Journal, so a resumed run goes
 on with the same studies; trials in flight at a kill come back as plain results.
 """

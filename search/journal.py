@@ -4,7 +4,7 @@ Nodes are appended once and never change; children, depth, debug depth, best and
 are computed from ids. Cached indexes make `add` O(1) and queries cheap on 10k nodes.
 Eligibility is derived too: an ok node that breaks the run's `Constraints` is never `best`.
 `best` is what the search steers by; `final` is what the run hands over, once a selection at
-the end (engine/select.py) has `choose`n it, and `best` until then.
+the end (engine/evaluation/select.py) has `choose`n it, and `best` until then.
 """
 
 from __future__ import annotations

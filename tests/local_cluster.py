@@ -322,7 +322,7 @@ def rig(work: Path) -> None:
 
 def stored_runs(runs: Path) -> list[dict[str, Any]]:
     """Each run directory brought back: its manifest's result and its nodes from Parquet."""
-    from engine.store import RunStore
+    from engine.records.store import RunStore
 
     found = []
     for run_dir in sorted(p for p in runs.glob("*") if (p / "manifest.json").exists()):

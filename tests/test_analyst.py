@@ -9,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from engine.records.store import RunStore
 from engine.run import main
 from engine.search_run import task_context
-from engine.store import RunStore
-from engine.task import TaskSpec, prepare_task
+from engine.task.prepare import TaskSpec, prepare_task
 from operators.analyst import parse_analysis, trim_findings
 from sandbox import Limits, run_script
 from tests.helpers import SCRIPT, make_data

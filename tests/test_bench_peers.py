@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from benchmarks.baselines import BASELINES, BaselineResult
-from engine.task import PreparedTask, TaskSpec, prepare_task
+from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 
 PEER = [pytest.mark.slow, pytest.mark.bench]
 # Seconds per fit. AutoGluon's best_quality spends a quarter of its budget on a DyStack sub-fit;

@@ -35,10 +35,10 @@ from benchmarks.run import (
 )
 from benchmarks.run import main as run_main
 from benchmarks.table import COLUMNS, save_results
+from engine.evaluation.scoring import score
+from engine.records.store import RunStore
 from engine.run import main as engine_main
-from engine.scoring import score
-from engine.store import RunStore
-from engine.task import TaskSpec, prepare_task
+from engine.task.prepare import TaskSpec, prepare_task
 from search.errors import UserError
 from search.metric import normalised_score
 from search.node import Operator

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.blend import blend, cross_fitted, select_weights
-from engine.scoring import combine_predictions, submission_metric
-from engine.task import PreparedTask, TaskSpec, prepare_task
+from engine.evaluation.blend import blend, cross_fitted, select_weights
+from engine.evaluation.scoring import combine_predictions, submission_metric
+from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 
 
 def make_task(tmp: Path, target: pd.Series, metric: str) -> PreparedTask:

@@ -16,7 +16,7 @@ import pytest
 
 from engine.export import main as export_main
 from engine.predict import main as predict_main
-from engine.store import RunStore
+from engine.records.store import RunStore
 from tests.test_outputs import scripted_run
 
 ROWS = 9

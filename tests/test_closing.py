@@ -12,12 +12,12 @@ import pytest
 
 from engine.budget import Budget
 from engine.config import RunConfig
-from engine.final import MAX_CLOSING_SHARE, SAVE_SHARE, closing_seconds
-from engine.folds import HOLDOUT, make_folds
+from engine.evaluation.final import MAX_CLOSING_SHARE, SAVE_SHARE, closing_seconds
+from engine.evaluation.folds import HOLDOUT, make_folds
+from engine.evaluation.select import CV_FOLDS
+from engine.records.summary import summary_facts, write_summary
 from engine.search_run import task_context
-from engine.select import CV_FOLDS
-from engine.summary import summary_facts, write_summary
-from engine.task import PreparedTask, TaskSpec, prepare_task
+from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from operators.kinds.ensemble import ensemble_written, weighted_members
 from search.journal import Journal
 from search.node import Node, Operator

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engine.store import SCHEMA, RunStore
-from engine.summary import summary_facts, write_summary
-from engine.task import TaskSpec, prepare_task
+from engine.records.store import SCHEMA, RunStore
+from engine.records.summary import summary_facts, write_summary
+from engine.task.prepare import TaskSpec, prepare_task
 from search.constraints import Constraints
 from search.greedy import GreedyPolicy
 from search.journal import Journal

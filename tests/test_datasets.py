@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from benchmarks.datasets import AMLB_METRIC, REGISTRY, SELA_METRIC, SUITES, Dataset, suite
-from engine.task_checks import infer_task_type
+from engine.task.checks import infer_task_type
 from search.errors import UserError
 from search.metric import METRICS
 

@@ -23,8 +23,8 @@ from benchmarks.debug_pairs import (
     table,
 )
 from benchmarks.stats import paired_interval, share, sign_test, wilson
+from engine.evaluation.select import resample_counts
 from engine.run import main as run_main
-from engine.select import resample_counts
 from search.chat import ChatPrompt, Reply
 from tests.helpers import make_data
 

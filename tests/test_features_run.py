@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from engine.predict import main as predict_main
+from engine.records.runs import open_run
 from engine.run import main
-from engine.runs import open_run
 from engine.search_run import task_context
 from engine.show import main as show_main
 from operators.features import reported_importances

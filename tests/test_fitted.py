@@ -1,5 +1,5 @@
-"""The answer's saved model (engine/fitted.py, operators/fitted.py): fitted once, then new rows
-predicted in the real sandbox with every fit restored, never trained again."""
+"""The answer's saved model (engine/deploy/saved_model.py, operators/fitted.py): fitted once, then
+new rows predicted in the real sandbox with every fit restored, never trained again."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.fitted import (
+from engine.deploy.saved_model import (
     FittedAnswer,
     fit_answer,
     keep,
@@ -21,10 +21,10 @@ from engine.fitted import (
     saved_states,
     training_inputs,
 )
-from engine.folds import Folds, make_folds
+from engine.evaluation.folds import Folds, make_folds
+from engine.evaluation.select import one_at_a_time
 from engine.search_run import task_context
-from engine.select import one_at_a_time
-from engine.task import PreparedTask, TaskSpec, csv_bytes, prepare_task
+from engine.task.prepare import PreparedTask, TaskSpec, csv_bytes, prepare_task
 from operators.fitted import LOAD, SAVE, fitted_wrapper
 from operators.harness import assemble
 from sandbox import Limits, run_script

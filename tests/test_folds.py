@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.folds import (
+from engine.evaluation.folds import (
     FOLDS_FILE,
     HOLDOUT,
     all_folds_inputs,
@@ -22,8 +22,8 @@ from engine.folds import (
     fold_splitter,
     make_folds,
 )
-from engine.scoring import read_stacked, read_submission, score_held_out
-from engine.task import PreparedTask, TaskSpec, prepare_task
+from engine.evaluation.scoring import read_stacked, read_submission, score_held_out
+from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from operators.context import TaskContext
 from operators.harness import assemble, baseline_code
 from sandbox import Limits, run_script

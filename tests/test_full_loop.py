@@ -16,8 +16,8 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 
+from engine.records.store import RunStore
 from engine.run import main
-from engine.store import RunStore
 from search.journal import Journal
 from tests.helpers import SCRIPT, make_data
 
@@ -194,7 +194,7 @@ def test_a_holdout_answer_is_refitted_on_train_and_valid(tmp_path: Path) -> None
     (root,) = rows.itertuples()
     assert root.operator == "baseline" and refit["test_raw"] != root.test_metric_raw
     task = RunStore.open(run).load_task()
-    from engine.scoring import score
+    from engine.evaluation.scoring import score
 
     shipped = (run / "best" / "submission" / "test.csv").read_bytes()
     assert score(task, shipped, "test") == pytest.approx(refit["test_raw"])

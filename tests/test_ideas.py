@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from engine.task import TaskSpec, prepare_task
+from engine.task.prepare import TaskSpec, prepare_task
 from search.greedy import GreedyPolicy
 from search.ideas import TEXT_FEATURE_IDEAS, idea_pool
 from search.journal import Journal

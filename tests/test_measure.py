@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.scoring import score, score_train
+from engine.evaluation.scoring import score, score_train
 from engine.search_run import task_context
-from engine.task import PreparedTask, TaskSpec, prepare_task
+from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from operators.harness import assemble, baseline_code
 from operators.measure import MARK, Measurements, split_measurements
 from sandbox import ExecResult, Limits, run_script

@@ -35,8 +35,8 @@ from engine.memory import (
     write_shipped,
 )
 from engine.memory import main as memory_main
+from engine.records.summary import memory_section
 from engine.run import main as run_main
-from engine.summary import memory_section
 from operators.context import TaskContext
 from operators.harness import model_part
 from operators.kinds import build_prompt

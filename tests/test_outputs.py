@@ -18,11 +18,11 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 
-from engine.outputs import embed_json, write_outputs, write_tree_html
+from engine.records.outputs import embed_json, write_outputs, write_tree_html
+from engine.records.store import RunStore
 from engine.run import main as run_main
 from engine.show import main as show_main
-from engine.store import RunStore
-from engine.task import TaskSpec, prepare_task
+from engine.task.prepare import TaskSpec, prepare_task
 from search.journal import Journal
 from search.node import Status
 from tests.helpers import make_node
@@ -231,7 +231,7 @@ def test_embedded_json_survives_markup_in_code(tmp_path: Path) -> None:
 def test_worker_time_counts_every_fold_run_on_its_executor() -> None:
     import json as _json
 
-    from engine.summary import busy_shares, worker_spans
+    from engine.records.summary import busy_shares, worker_spans
     from search.journal import Journal
     from search.node import Node, Operator, Status
 

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from engine.predict import main, training_sets
-from engine.store import RunStore
-from engine.task import PreparedTask
+from engine.records.store import RunStore
+from engine.task.prepare import PreparedTask
 from tests.test_outputs import scripted_run
 
 ROWS = 7

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from actors.llm import ScriptedLLM
-from engine.request import Request, parse_request
-from engine.request_llm import llm_prompt, parse_json_reply, resolve_request
+from engine.task.request import Request, parse_request
+from engine.task.request_llm import llm_prompt, parse_json_reply, resolve_request
 from search.errors import UserError
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from engine.records.store import RunStore
 from engine.run import main
-from engine.store import RunStore
 from search.node import Operator
 from search.policy import Proposal
 from tests.helpers import only_run, resume_task

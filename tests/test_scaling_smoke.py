@@ -17,7 +17,7 @@ import pytest
 
 from benchmarks.rebuild import measure_rebuild
 from benchmarks.scaling import make_task
-from engine.task import PreparedTask
+from engine.task.prepare import PreparedTask
 
 
 @pytest.fixture(scope="module")

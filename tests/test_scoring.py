@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from engine.scoring import SubmissionError, read_submission, score
-from engine.task import PreparedTask, TaskSpec, prepare_task
+from engine.evaluation.scoring import SubmissionError, read_submission, score
+from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from search.errors import EngineError
 from search.metric import METRICS
 

@@ -16,11 +16,10 @@ import pytest
 from rich.console import Console
 
 from engine.config import RunConfig
-from engine.final import select_final
-from engine.folds import make_folds
-from engine.runs import apply_selection
-from engine.scoring import read_submission, submission_metric
-from engine.select import (
+from engine.evaluation.final import select_final
+from engine.evaluation.folds import make_folds
+from engine.evaluation.scoring import read_submission, submission_metric
+from engine.evaluation.select import (
     CONFIDENCE,
     CV_FOLDS,
     CV_TOP_K,
@@ -31,9 +30,10 @@ from engine.select import (
     select_by_cv,
     select_confirmed,
 )
-from engine.store import RunStore
-from engine.summary import overview, selection_section
-from engine.task import PreparedTask, TaskSpec, prepare_task
+from engine.records.runs import apply_selection
+from engine.records.store import RunStore
+from engine.records.summary import overview, selection_section
+from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from sandbox import ExecResult, Limits
 from search.journal import Journal
 from search.node import Operator

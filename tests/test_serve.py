@@ -24,8 +24,8 @@ import pandas as pd
 import pytest
 
 from engine import predict
+from engine.records.store import RunStore
 from engine.serve import main
-from engine.store import RunStore
 from tests.test_outputs import scripted_run
 
 ROWS = 7

@@ -19,7 +19,7 @@ from engine.step import (
     Generate,
     Step,
 )
-from engine.task import PreparedTask, TaskSpec, prepare_task
+from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from operators.context import TaskContext
 from operators.harness import model_part
 from operators.kinds.baseline import BASELINE_PLAN
@@ -243,7 +243,7 @@ def test_stale_proposals_name_nodes_never_stored(task: PreparedTask) -> None:
 
 
 def test_llm_code_runs_fold_zero_first_then_the_rest_and_fails_fast(task: PreparedTask) -> None:
-    from engine.folds import make_folds
+    from engine.evaluation.folds import make_folds
 
     folds = make_folds(task, 3, seed=0)
 

@@ -8,8 +8,8 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 
-from engine.store import RunStore
-from engine.task import TaskSpec, prepare_task
+from engine.records.store import RunStore
+from engine.task.prepare import TaskSpec, prepare_task
 from search.node import Operator, Status
 from search.policy import Proposal
 from tests.helpers import make_node

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.summary import summary_facts, write_summary
-from engine.task import PreparedTask, TaskSpec, prepare_task
+from engine.records.summary import summary_facts, write_summary
+from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from search.journal import Journal
 from search.node import Node, Operator, Status
 from search.programs import REJECTED, Gate

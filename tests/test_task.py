@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import engine.task_checks as task_checks
-from engine.task import (
+import engine.task.checks as task_checks
+from engine.task.prepare import (
     PreparedTask,
     TaskSpec,
     load_task,

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from engine.outputs import write_tree_html
-from engine.store import RunStore
+from engine.records.outputs import write_tree_html
+from engine.records.store import RunStore
 from tests.helpers import make_node
 from tests.test_outputs import NASTY_CODE, scripted_run, small_store
 

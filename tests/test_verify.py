@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.feasibility import request_warnings
-from engine.task import TaskSpec, prepare_task
+from engine.task.feasibility import request_warnings
+from engine.task.prepare import TaskSpec, prepare_task
 from operators.flags import (
     PERFECT_VALID,
     READS_OUTSIDE_INPUT,

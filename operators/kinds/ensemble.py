@@ -1,6 +1,6 @@
 """The ensemble: a weighted combination of the best nodes' models, chosen by ensemble
-selection over their kept predictions. The selection runs in the driver (engine/blend.py), so
-nothing runs; this module writes the node's plan and code."""
+selection over their kept predictions. The selection runs in the driver
+(engine/evaluation/blend.py), so nothing runs; this module writes the node's plan and code."""
 
 from __future__ import annotations
 

@@ -20,9 +20,9 @@ import ray
 from actors.workers import ExecutorActor, start_executors, start_llm_actors
 from engine.budget import Budget
 from engine.loop import LoopStats, SearchLoop
+from engine.records.store import RunStore
 from engine.search_run import task_context
-from engine.store import RunStore
-from engine.task import PreparedTask
+from engine.task.prepare import PreparedTask
 from sandbox import Limits
 from search.journal import Journal
 from search.policy import make_policy

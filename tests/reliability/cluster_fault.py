@@ -23,8 +23,8 @@ from engine.budget import Budget
 from engine.config import RunConfig
 from engine.loop import SearchLoop
 from engine.placement import llm_options, start_workers
+from engine.records.store import RunStore
 from engine.search_run import task_context
-from engine.store import RunStore
 from sandbox import Limits
 from search.journal import Journal
 from search.policy import make_policy

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import engine.task_checks
+import engine.task.checks
+from engine.records.store import RunStore
 from engine.run import main
-from engine.store import RunStore
-from engine.task import TaskSpec, prepare_task
+from engine.task.prepare import TaskSpec, prepare_task
 
 GOOD = "a,b,y\n" + "".join(f"{i},{i % 3},{i % 2}\n" for i in range(40))
 
@@ -88,7 +88,7 @@ def test_file_over_the_size_guard(tmp_path: Path, capsys: pytest.CaptureFixture[
     # The guard is checked from the file's size before reading: a small limit stands in for a
     # 2 GB file (writing one would cost the test minutes and disk).
     (tmp_path / "big.csv").write_text(GOOD * 50)
-    monkeypatch.setattr(engine.task_checks, "MAX_DATA_BYTES", 1000)
+    monkeypatch.setattr(engine.task.checks, "MAX_DATA_BYTES", 1000)
     out = tmp_path / "runs"
     _expect_user_error(["--data", str(tmp_path / "big.csv"), "--target", "y", "--out", str(out),
                         "--llm", "scripted:x.json"], capsys, "limit", out)

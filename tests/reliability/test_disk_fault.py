@@ -10,8 +10,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from engine.records.store import RunStore
 from engine.run import main
-from engine.store import RunStore
 from search.node import Node
 from tests.helpers import only_run, resume_task
 

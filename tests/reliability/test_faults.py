@@ -14,7 +14,7 @@ import ray
 
 from benchmarks.scaling import make_task
 from engine.loop import MAX_LLM_RESTARTS, SearchLoop
-from engine.task import PreparedTask
+from engine.task.prepare import PreparedTask
 from search.errors import BackendError
 from search.node import Operator, Status
 from tests.helpers import processes_with

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from engine.runs import open_run
+from engine.records.runs import open_run
 from search.node import Node, Operator
 
 

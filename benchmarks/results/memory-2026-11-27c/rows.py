@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from engine.scoring import read_submission
-from engine.store import RunStore
+from engine.evaluation.scoring import read_submission
+from engine.records.store import RunStore
 
 for folder in sys.argv[1:]:
     results = pd.read_parquet(Path(folder) / "results.parquet")

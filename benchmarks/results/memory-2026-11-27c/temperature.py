@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize_scalar
 
-from engine.folds import dev_labels
-from engine.scoring import read_submission
-from engine.store import RunStore
-from engine.task import PreparedTask
+from engine.evaluation.folds import dev_labels
+from engine.evaluation.scoring import read_submission
+from engine.records.store import RunStore
+from engine.task.prepare import PreparedTask
 
 
 def probabilities(task: PreparedTask, raw: bytes | None, split: str,

@@ -1,6 +1,7 @@
 """Reading and checking the user's CSVs for a task: the file, its header, the target column,
 the task type and the metric. Every bad input is a `UserError` with one line that says what is
-wrong and how to fix it (engine/task.py `prepare_task` calls these before anything is written).
+wrong and how to fix it (engine/task/prepare.py `prepare_task` calls these before anything is
+written).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from search.metric import MetricSpec, label_str
 from search.node import PROBA_PREFIX
 
 if TYPE_CHECKING:
-    from engine.task import PreparedTask
+    from engine.task.prepare import PreparedTask
 
 LIBRARIES = ("pandas", "scikit-learn", "lightgbm", "optuna", "numpy")
 # The preview goes into every prompt that a small model reads at ~35 tokens/s: keep it short.

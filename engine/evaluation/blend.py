@@ -4,14 +4,14 @@ ensemble AutoGluon fits on its bagged models' out-of-fold predictions).
 Greedy forward selection with replacement: start empty; `SIZE` times add the candidate whose
 addition scores best on the held-out rows (normalised metric; a tie goes to the candidate
 scoring best alone); the weights are how often each was added, taken at the round that scored
-best. The predictions are combined as `engine.scoring.combine_predictions` combines fold
+best. The predictions are combined as `engine.evaluation.scoring.combine_predictions` combines fold
 models: numbers and probabilities averaged, labels by weighted vote. Pure arithmetic on kept
 predictions in the driver: nothing runs, and the test predictions are combined with the same
 weights, so the test score is the blend's own.
 
 The weights are fitted on the same held-out rows that score them, so a blend's score is
-optimistic; the final selection's bootstrap guard (engine/select.py) applies to it like to any
-node, and when the answer is a blend the summary also gives its cross-fitted score
+optimistic; the final selection's bootstrap guard (engine/evaluation/select.py) applies to it
+like to any node, and when the answer is a blend the summary also gives its cross-fitted score
 (`cross_fitted`): each group of rows (a fold) blended with weights selected on the other
 groups' rows, so no row scores weights it helped choose.
 """
@@ -24,14 +24,14 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from engine.scoring import (
+from engine.evaluation.scoring import (
     HeldOut,
     combine_predictions,
     label_matrix,
     labels_from_proba,
     submission_metric,
 )
-from engine.task import PreparedTask
+from engine.task.prepare import PreparedTask
 from search.node import PROBA_PREFIX
 
 SIZE = 25  # rounds of selection: weights in steps of 1/25 at the finest

@@ -10,8 +10,8 @@ The split files are kept as the exact bytes a candidate sees (`split_files`), an
 parsed back from those bytes, so a task prepared now and the same task loaded from
 `runs/<id>/task/` are identical, and `data_hash` is a hash of what was actually shown.
 
-Reading and checking the CSVs lives in engine/task_checks.py, the description and preview in
-engine/task_text.py.
+Reading and checking the CSVs lives in engine/task/checks.py, the description and preview in
+engine/task/text.py.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from engine.task_checks import (
+from engine.task.checks import (
     MIN_ROWS,
     check_target_column,
     drop_missing_target,
@@ -42,7 +42,7 @@ from engine.task_checks import (
     resolve_metric,
     stated_task_type,
 )
-from engine.task_text import (
+from engine.task.text import (
     column_facts,
     default_statement,
     render_description,

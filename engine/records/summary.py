@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.llm import NO_LLM
-from engine.task import PreparedTask
+from engine.task.prepare import PreparedTask
 from operators.analyst import analysis_findings
 from operators.flags import READS_OUTSIDE_INPUT, outside_reads
 from operators.harness import model_part

@@ -1,7 +1,7 @@
-"""The run's answer: the node `--select` chooses (engine/select.py), put in best/ with its
-predictions, its fitted models saved (engine/fitted.py) and, on the holdout, refitted on every
-train + valid row. Runs on the search's executors: selection and fitting run scripts in the
-same sandboxes as every candidate.
+"""The run's answer: the node `--select` chooses (engine/evaluation/select.py), put in best/ with
+its predictions, its fitted models saved (engine/deploy/saved_model.py) and, on the holdout,
+refitted on every train + valid row. Runs on the search's executors: selection and fitting run
+scripts in the same sandboxes as every candidate.
 
 That work comes out of the budget: `closing_seconds` estimates it from the runs of the node
 that would be the answer now, and the search stops that much before the budget ends
@@ -15,10 +15,10 @@ from typing import Any
 from rich.console import Console
 
 from engine.config import RunConfig
-from engine.fitted import FittedAnswer, fit_answer, keep, saved_answer
-from engine.folds import HOLDOUT, Folds, dev_frame, dev_labels, make_folds
-from engine.scoring import SubmissionError, score
-from engine.select import (
+from engine.deploy.saved_model import FittedAnswer, fit_answer, keep, saved_answer
+from engine.evaluation.folds import HOLDOUT, Folds, dev_frame, dev_labels, make_folds
+from engine.evaluation.scoring import SubmissionError, score
+from engine.evaluation.select import (
     CV_FOLDS,
     CV_TOP_K,
     BatchRunner,
@@ -29,8 +29,8 @@ from engine.select import (
     select_confirmed,
     selection_record,
 )
-from engine.store import RunStore
-from engine.task import PreparedTask, csv_bytes
+from engine.records.store import RunStore
+from engine.task.prepare import PreparedTask, csv_bytes
 from operators.kinds.ensemble import weighted_members
 from sandbox import Limits
 from search.journal import Journal
@@ -49,7 +49,7 @@ MAX_CLOSING_SHARE = 0.5
 def select_final(store: RunStore, task: PreparedTask, journal: Journal,
                  tests: dict[str, float | None], config: RunConfig,
                  console: Console, run: Runner, run_all: BatchRunner) -> dict[str, Any]:
-    """Choose the node the run hands over (`--select`, see engine/select.py), make it the
+    """Choose the node the run hands over (`--select`, see engine/evaluation/select.py), make it the
     journal's `final` and put it in best/; return the record of the choice for the manifest.
     `run` runs one script on the executors, `run_all` several side by side."""
     best = journal.best()
@@ -158,7 +158,8 @@ def _scoring_seconds(journal: Journal, node: Node) -> float:
 
 def fit_model(task: PreparedTask, node: Node, folds: Folds | None, run_all: BatchRunner,
               limits: Any, console: Console) -> FittedAnswer:
-    """The answer fitted once per training set with its fits saved (engine/fitted.py)."""
+    """The answer fitted once per training set with its fits saved
+    (engine/deploy/saved_model.py)."""
     count = 1 if folds is None or folds.k == HOLDOUT else folds.k
     console.print(f"saving the answer's fitted model{'s' * (count > 1)} ({count} fit"
                   f"{'s' * (count > 1)}, each replayed once)", markup=False)

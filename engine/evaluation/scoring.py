@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from engine.task import PreparedTask
+from engine.task.prepare import PreparedTask
 from search.metric import positive_label
 from search.node import PROBA_PREFIX
 

@@ -1,4 +1,4 @@
-"""predict.py of a model exported by `python -m engine.export model` (engine/bundle.py).
+"""predict.py of a model exported by `python -m engine.export model` (engine/deploy/bundle.py).
 
 This file is copied as it is into the exported folder, which it needs and nothing else: no
 treeml, only the packages of the folder's requirements.txt.

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from engine.folds import Folds
-from engine.scoring import HeldOut, submission_metric
-from engine.task import PreparedTask
+from engine.evaluation.folds import Folds
+from engine.evaluation.scoring import HeldOut, submission_metric
+from engine.task.prepare import PreparedTask
 from search.programs import Gate, keep_rule
 
 

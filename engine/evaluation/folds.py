@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import KFold, StratifiedKFold
 
-from engine.task import PreparedTask, csv_bytes
+from engine.task.prepare import PreparedTask, csv_bytes
 
 HOLDOUT = 1
 FOLD_ROWS = ((20_000, 5),)  # (dev rows at most, folds); above: the holdout

@@ -1,9 +1,9 @@
 """Request verification: is this task feasible with this data, before any search starts?
 
-The hard checks are errors raised while the task is prepared (`engine.task.prepare_task`: a
+The hard checks are errors raised while the task is prepared (`engine.task.prepare.prepare_task`: a
 readable CSV with at least 10 labelled rows, a target that varies, a metric that fits the task
 type, two classes in every split) or while a plain-language request is resolved
-(`engine.request`: a target that is a column, a direction that fits the metric). This module
+(`engine.task.request`: a target that is a column, a direction that fits the metric). This module
 adds the soft ones: facts that make a run weak or its score misleading but not impossible.
 They are printed before the search, kept in the manifest and listed in summary.md.
 
@@ -18,7 +18,7 @@ from collections import Counter
 
 import pandas as pd
 
-from engine.task import PreparedTask
+from engine.task.prepare import PreparedTask
 from search.metric import label_str
 
 # A valid split smaller than this makes scores move by several points between equal models.

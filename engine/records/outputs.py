@@ -21,8 +21,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from engine.runs import StoredRun, open_run
-from engine.summary import FILES, busy_shares, cost, worker_spans
+from engine.records.runs import StoredRun, open_run
+from engine.records.summary import FILES, busy_shares, cost, worker_spans
 from fileio import replacing_dir, write_atomic
 from search.journal import Journal
 from search.metric import METRICS

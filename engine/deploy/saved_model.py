@@ -6,7 +6,8 @@
 only if that replay gives the saved run's own test predictions. The training sets are the ones
 the answer's test predictions came from: a k-fold run's k fold models (learn rows of each
 fold, their predictions combined as `best/submission/test.csv` was), a holdout run's single
-model refitted on every train + valid row (what `best/` ships, engine/final.py `refit_answer`).
+model refitted on every train + valid row (what `best/` ships, engine/evaluation/final.py
+`refit_answer`).
 
 Layout, in `best/model/` (`keep`, written whole or not at all):
 - `fold-<i>.pkl`: the fits of training set i, a pickle loaded only inside the sandbox;
@@ -26,10 +27,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from engine.folds import HOLDOUT, Folds, dev_frame, fold_inputs
-from engine.scoring import SubmissionError, read_stacked, read_submission
-from engine.select import BatchRunner
-from engine.task import PreparedTask, csv_bytes
+from engine.evaluation.folds import HOLDOUT, Folds, dev_frame, fold_inputs
+from engine.evaluation.scoring import SubmissionError, read_stacked, read_submission
+from engine.evaluation.select import BatchRunner
+from engine.task.prepare import PreparedTask, csv_bytes
 from fileio import replacing_dir
 from operators.fitted import (
     FITTED_PREFIX,

@@ -9,7 +9,7 @@ requirements.txt:
     data/train-<i>.csv   the rows each model learned from, byte for byte: the replay recomputes
                          the solution's feature preparation from them
     model.json           target, features, task type, labels, how many models
-    predict.py           `python predict.py rows.csv -o out.csv` (engine/bundle_predict.py)
+    predict.py           `python predict.py rows.csv -o out.csv` (engine/deploy/bundle_predict.py)
     requirements.txt     numpy, pandas, scikit-learn and the solution's imports, at the
                          versions this run used (pickles need the versions that wrote them)
     README.md            the same, and who loads the pickles: the user, outside any sandbox
@@ -29,8 +29,8 @@ from typing import Any
 
 import pandas as pd
 
-from engine.fitted import saved_states, training_inputs
-from engine.runs import open_run
+from engine.deploy.saved_model import saved_states, training_inputs
+from engine.records.runs import open_run
 from fileio import replacing_dir
 from operators.fitted import LOAD, fitted_wrapper
 from search.errors import UserError

@@ -1,5 +1,5 @@
 """Plain-language tasks, the LLM's part: asked, constrained to JSON, only for what the words
-leave open (engine/request.py `parse_request`), every answer checked against the data.
+leave open (engine/task/request.py `parse_request`), every answer checked against the data.
 `resolve_request` is the entry point: the words first, then this.
 """
 
@@ -13,7 +13,8 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from engine.request import (
+from engine.task.checks import MAX_DATA_BYTES, resolve_metric, stated_task_type
+from engine.task.request import (
     MAX_CANDIDATES,
     MAX_PROMPT_COLUMNS,
     Request,
@@ -22,7 +23,6 @@ from engine.request import (
     parse_request,
     with_target_from_words,
 )
-from engine.task_checks import MAX_DATA_BYTES, resolve_metric, stated_task_type
 from search.chat import ChatPrompt, Reply
 from search.errors import UserError
 from search.metric import METRICS

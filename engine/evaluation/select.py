@@ -25,16 +25,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from engine.blend import cross_fitted
-from engine.folds import fold_splitter
-from engine.scoring import (
+from engine.evaluation.blend import cross_fitted
+from engine.evaluation.folds import fold_splitter
+from engine.evaluation.scoring import (
     SubmissionError,
     class_probabilities,
     read_submission,
     score,
     submission_metric,
 )
-from engine.task import PreparedTask, csv_bytes
+from engine.task.prepare import PreparedTask, csv_bytes
 from sandbox import ExecResult, Limits
 from search.journal import Journal
 from search.node import Node
@@ -260,9 +260,9 @@ def select_confirmed(task: PreparedTask, journal: Journal,
 def cross_fitted_score(task: PreparedTask, node: Node,
                        predictions: Callable[[str], bytes | None], truth: pd.Series,
                        groups: np.ndarray) -> float | None:
-    """The raw score of ensemble `node` cross-fitted (engine/blend.py) over the candidates it
-    selected among (its hint): rows in `groups` (`Folds.groups`). None when a candidate's kept
-    predictions are missing, or for a node that is not an ensemble."""
+    """The raw score of ensemble `node` cross-fitted (engine/evaluation/blend.py) over the
+    candidates it selected among (its hint): rows in `groups` (`Folds.groups`). None when a
+    candidate's kept predictions are missing, or for a node that is not an ensemble."""
     if not node.operator.traits.combines or not node.hint:
         return None
     try:

@@ -3,7 +3,7 @@
 Structure-based prompt parsing in the spirit of AutoML-Agent (seed 004), deterministic first:
 `parse_request` finds what words can say for sure (a CSV path that exists, the target column,
 the metric, the optimisation direction, the task type, constraints such as "under 5 ms per
-row"), reading only the CSV's header. `resolve_request` (engine/request_llm.py) asks an LLM,
+row"), reading only the CSV's header. `resolve_request` (engine/task/request_llm.py) asks an LLM,
 constrained to JSON, only for what is still missing (the data file, the target, a metric the
 words name but we do not know), checks every answer against the data, and refuses to guess:
 two plausible targets, or an LLM that is not sure, is a `UserError` that lists the choices. With
