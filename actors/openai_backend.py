@@ -20,8 +20,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from search.chat import ChatPrompt, Reply
-from search.errors import BackendError
+from common.chat import ChatPrompt, Reply
+from common.errors import BackendError
 
 RETRY_STATUS = frozenset({408, 409, 429})  # plus every 5xx
 

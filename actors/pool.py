@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 
 import ray
 
-from search.errors import BackendError
+from common.errors import BackendError
 
 Item = TypeVar("Item")
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from actors.llama_backend import fit_max_tokens
-from search.chat import ChatPrompt, Reply
-from search.errors import BackendError
+from common.chat import ChatPrompt, Reply
+from common.errors import BackendError
 
 EXTRA_HINT = "the vllm backend needs the 'vllm' extra: pip install -e '.[vllm]'"
 

@@ -27,9 +27,9 @@ from ray.util.placement_group import PlacementGroup, placement_group, remove_pla
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from actors.llm import located
+from common.chat import ChatPrompt, Reply
+from common.errors import BackendError
 from sandbox import ExecResult, Limits, run_script
-from search.chat import ChatPrompt, Reply
-from search.errors import BackendError
 
 
 @contextlib.contextmanager
@@ -299,7 +299,7 @@ class Workers:
     def models(self) -> list[str]:
         """The model name of each pool's first actor: waits for it to load, and turns a load
         failure into one line."""
-        from search.errors import BackendError
+        from common.errors import BackendError
 
         names = []
         for pool in self.pools:

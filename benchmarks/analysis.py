@@ -23,12 +23,12 @@ from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import suite
 from benchmarks.debug_pairs import in_process_llm, replay_step
 from benchmarks.stats import share
+from common.errors import UserError, error_exit
 from engine.search_context import SearchContext
 from engine.search_run import task_context
 from engine.step import Step
 from engine.task.prepare import TaskSpec, prepare_task
 from operators.analyst import next_analysis, trim_findings
-from search.errors import UserError, error_exit
 from search.journal import Journal
 from search.node import Status
 

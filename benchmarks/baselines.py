@@ -35,12 +35,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from common.errors import UserError
+from common.metric import label_str
 from engine.evaluation.folds import fold_splitter
 from engine.evaluation.scoring import score
 from engine.task.prepare import PreparedTask
 from operators.harness import PREPARE_SOURCE
-from search.errors import UserError
-from search.metric import label_str
 from search.node import PROBA_PREFIX
 
 Frames = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from search.errors import UserError
+from common.errors import UserError
 
 DATA = Path(__file__).parent / "data"
 

@@ -36,6 +36,7 @@ from typing import Any
 from actors.llm import LLM, make_llm, parse_spec
 from benchmarks.cli import add_shared_flags
 from benchmarks.stats import share, sign_test
+from common.errors import UserError, error_exit
 from engine.export import runs_in
 from engine.records.runs import open_run
 from engine.search_context import SearchContext
@@ -45,7 +46,6 @@ from engine.task.prepare import PreparedTask
 from operators.analyst import analysis_findings
 from operators.context import TaskContext
 from sandbox import run_script
-from search.errors import UserError, error_exit
 from search.greedy import debug_temperature
 from search.journal import Journal
 from search.node import Node, Operator, Status

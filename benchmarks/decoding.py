@@ -27,13 +27,13 @@ from typing import Any
 
 from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import suite
+from common.chat import ChatPrompt
+from common.errors import UserError, error_exit
 from engine.search_run import task_context
 from engine.task.prepare import TaskSpec, prepare_task
 from operators.harness import assemble
 from operators.kinds import build_prompt
 from operators.models import model_code
-from search.chat import ChatPrompt
-from search.errors import UserError, error_exit
 from search.families import PORTFOLIO
 from search.journal import Journal
 from search.node import Node, Operator, Status, code_hash

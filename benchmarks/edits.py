@@ -33,6 +33,8 @@ from typing import Any
 
 from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import suite
+from common.chat import ChatPrompt
+from common.errors import UserError, error_exit
 from engine.search_run import task_context
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from operators.context import TaskContext
@@ -41,8 +43,6 @@ from operators.kinds import build_prompt
 from operators.models import model_code
 from operators.replies import parse_reply
 from sandbox import Limits, run_script
-from search.chat import ChatPrompt
-from search.errors import UserError, error_exit
 from search.families import PORTFOLIO
 from search.ideas import NUMERIC_FEATURE_IDEAS
 from search.journal import Journal

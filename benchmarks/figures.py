@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.report import LGBM, Results, best_so_far, mean, relative_table
+from common.errors import EngineError
 from engine.records.store import RunStore
-from search.errors import EngineError
 
 
 def write_figures(rows: pd.DataFrame, res: Results, out: Path) -> dict[str, str]:

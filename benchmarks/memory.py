@@ -41,6 +41,7 @@ import pandas as pd
 
 from benchmarks.stats import paired_interval, share, sign_test
 from benchmarks.table import load_results
+from common.metric import METRICS
 from engine.evaluation.scoring import read_submission
 from engine.evaluation.select import resample_counts, resampled_scores
 from engine.records.runs import open_run
@@ -48,7 +49,6 @@ from engine.records.store import RunStore
 from engine.task.prepare import PreparedTask
 from operators.harness import model_part
 from operators.memory import as_stored, replaced_model
-from search.metric import METRICS
 from search.node import Operator
 
 LLM_WRITTEN = (Operator.DRAFT, Operator.RECALL, Operator.IMPROVE, Operator.DEBUG)

@@ -24,9 +24,9 @@ import pandas as pd
 from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import Dataset, suite
 from benchmarks.slice import lightgbm_default, run_engine, saved_results
+from common.errors import UserError, error_exit
+from common.metric import METRICS
 from engine.records.runs import open_run
-from search.errors import UserError, error_exit
-from search.metric import METRICS
 
 
 def _debug_success(rows: pd.DataFrame) -> tuple[int, int]:

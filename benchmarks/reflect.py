@@ -30,8 +30,8 @@ from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import suite
 from benchmarks.slice import run_engine, saved_results
 from benchmarks.stats import share
+from common.errors import UserError, error_exit
 from engine.records.runs import open_run
-from search.errors import UserError, error_exit
 
 ARMS: dict[str, list[str]] = {"plain": [], "reflect": ["--reflect"], "analyst": ["--analyst"]}
 

@@ -30,8 +30,8 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.run import FLOOR
-from search.errors import EngineError, UserError, error_exit
-from search.metric import METRICS, normalised_score
+from common.errors import EngineError, UserError, error_exit
+from common.metric import METRICS, normalised_score
 
 REFERENCE = "sela"  # the default method others are counted against (wins / ties / losses)
 # Every method is counted against each of these that ran: the peer a user would pick instead,

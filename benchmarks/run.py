@@ -65,12 +65,12 @@ from benchmarks.table import (
     measure_run,
     save_results,
 )
+from common.errors import EngineError, UserError, error_exit
 from engine.config import parse_budget
 from engine.evaluation.folds import fold_splitter
 from engine.records.store import RunStore
 from engine.task.prepare import TaskSpec, prepare_task
 from fileio import write_atomic
-from search.errors import EngineError, UserError, error_exit
 from search.policy import available
 
 # The method of the LLM-gain arm: an engine search with `--llm none` (its policy is never

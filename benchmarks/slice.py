@@ -18,9 +18,9 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.cli import add_shared_flags
+from common.errors import UserError
 from engine.records.runs import open_run
 from engine.run import main as run_main
-from search.errors import UserError
 
 DEMO = Path(__file__).parent / "data" / "concrete-strength" / "concrete.csv"
 

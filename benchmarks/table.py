@@ -10,9 +10,9 @@ from typing import Any
 
 import pandas as pd
 
+from common.errors import UserError
 from engine.records.runs import open_run
 from fileio import replacing
-from search.errors import UserError
 from search.programs import kept_programs_used, program_counts
 
 RESULTS = "results.parquet"

@@ -32,7 +32,7 @@ from typing import Any
 import ray
 
 from actors.workers import LLMPool, Placement
-from search.chat import ChatPrompt, Reply
+from common.chat import ChatPrompt, Reply
 
 WORDS = ["train", "a", "model", "on", "the", "data", "predict", "the", "target", "column",
          "pandas", "numpy", "sklearn", "lightgbm", "features", "encoding", "validation",

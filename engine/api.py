@@ -28,11 +28,11 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 
+from common.errors import UserError
 from engine.config import RunConfig, merge, parse_budget
 from engine.evaluation.scoring import class_probabilities
 from engine.predict import Answer
 from engine.records.runs import StoredRun, open_run
-from search.errors import UserError
 
 _OPTIONS = {f.name for f in fields(RunConfig)} - {"data", "target", "budget"}
 

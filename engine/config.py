@@ -19,8 +19,8 @@ from typing import Any, NoReturn
 import yaml
 
 from actors.llm import Routes, located, parse_routes, parse_spec, routes_from_mapping
-from search.errors import UserError
-from search.metric import METRICS
+from common.errors import UserError
+from common.metric import METRICS
 from search.node import Operator
 from search.programs import WRITES
 

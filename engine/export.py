@@ -27,9 +27,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from common.errors import EngineError, StoreError, UserError, error_exit
 from engine.records.runs import open_run
 from fileio import write_atomic
-from search.errors import EngineError, StoreError, UserError, error_exit
 
 FORMATS = ("sharegpt", "alpaca", "messages")
 

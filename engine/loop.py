@@ -21,6 +21,8 @@ from typing import Any
 import ray
 
 from actors.pool import ActorPool, Call
+from common.chat import Reply
+from common.errors import BackendError, StoreError
 from engine.budget import Budget
 from engine.evaluation.folds import Folds
 from engine.evaluation.scoring import frame_csv
@@ -39,8 +41,6 @@ from engine.step import (
 from engine.task.prepare import PreparedTask
 from operators.context import TaskContext
 from sandbox import Limits
-from search.chat import Reply
-from search.errors import BackendError, StoreError
 from search.floor import Floor
 from search.journal import Journal
 from search.node import Node, Operator

@@ -38,13 +38,13 @@ from typing import Any
 
 from rich.console import Console
 
+from common.errors import UserError, error_exit
 from engine.config import RunConfig
 from engine.records.runs import open_run
 from engine.records.store import RunStore
 from engine.task.prepare import PreparedTask
 from operators.harness import model_part
 from operators.memory import Case, Fix, meta_features, nearest_cases, task_fingerprint
-from search.errors import UserError, error_exit
 from search.journal import Journal
 from search.node import Operator, code_hash
 from search.policy import Proposal

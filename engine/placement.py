@@ -12,8 +12,8 @@ from typing import Any
 
 from actors.llm import backend_of, parse_spec
 from actors.workers import Placement, PoolPlan, Workers
+from common.errors import UserError
 from engine.config import RunConfig
-from search.errors import UserError
 
 
 def llm_options(config: RunConfig) -> dict[str, dict[str, Any]]:

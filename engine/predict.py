@@ -28,6 +28,7 @@ from typing import TypeVar
 
 import pandas as pd
 
+from common.errors import EngineError, UserError, error_exit
 from engine.deploy.saved_model import replay_inputs, saved_states, training_inputs
 from engine.evaluation.folds import Folds, dev_frame
 from engine.evaluation.scoring import (
@@ -42,7 +43,6 @@ from engine.task.prepare import PreparedTask, csv_bytes
 from fileio import write_atomic
 from operators.fitted import SERVE, fitted_wrapper
 from sandbox import ExecResult, Limits, SandboxError, Session, run_script, start_session
-from search.errors import EngineError, UserError, error_exit
 
 DEFAULT_TIMEOUT = 600.0
 T = TypeVar("T")

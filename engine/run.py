@@ -16,6 +16,7 @@ from typing import Any
 
 from rich.console import Console
 
+from common.errors import EngineError, error_exit
 from engine.config import (
     CommandParser,
     RunConfig,
@@ -25,7 +26,6 @@ from engine.config import (
     load_task_yaml,
     merge,
 )
-from search.errors import EngineError, error_exit
 
 EPILOG = """examples:
   python -m engine.run --data benchmarks/data/concrete-strength/concrete.csv --target strength

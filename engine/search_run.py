@@ -27,6 +27,7 @@ from rich.text import Text
 
 from actors.llm import NO_LLM
 from actors.workers import ray_session
+from common.errors import StoreError, UserError
 from engine.budget import Budget
 from engine.config import RunConfig, merge, task_yaml_text
 from engine.evaluation.final import closing_seconds, select_final
@@ -51,7 +52,6 @@ from operators.analyst import analysis_findings, next_analysis
 from operators.context import TaskContext
 from sandbox import isolation_mode
 from search.constraints import Constraints
-from search.errors import StoreError, UserError
 from search.floor import Floor
 from search.ideas import idea_pool
 from search.journal import Journal

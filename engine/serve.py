@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from common.errors import EngineError, UserError, error_exit
 from engine.evaluation.scoring import class_probabilities
 from engine.predict import Answer
 from engine.task.prepare import PreparedTask
-from search.errors import EngineError, UserError, error_exit
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette

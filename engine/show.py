@@ -18,12 +18,12 @@ from rich.markdown import Markdown
 from rich.table import Table
 from rich.text import Text
 
+from common.errors import EngineError, UserError, error_exit
+from common.metric import METRICS
 from engine.records.outputs import existing_files
 from engine.records.runs import open_run
 from engine.records.summary import overview, programs_section, shown_path, summary_facts, top_errors
-from search.errors import EngineError, UserError, error_exit
 from search.journal import Journal
-from search.metric import METRICS
 
 _STATUS_STYLE = {"ok": "green", "buggy": "red", "timeout": "yellow", "oom": "magenta",
                  "killed": "dim", "lost": "dim"}

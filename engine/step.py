@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from common.chat import ChatPrompt, Reply
 from engine.evaluation.blend import ensemble_selection
 from engine.evaluation.program_gate import program_gate
 from engine.evaluation.scoring import (
@@ -45,7 +46,6 @@ from operators.measure import Measurements, split_measurements
 from operators.params import params_json
 from operators.replies import clean_reflection, self_reported_metric
 from sandbox import ExecResult, Limits
-from search.chat import ChatPrompt, Reply
 from search.node import Node, Operator, Status, code_hash
 from search.policy import Proposal
 from search.programs import REJECTED

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import ast
 
+from common.chat import ChatPrompt
 from operators.context import TaskContext
 from operators.failures import failure_section
 from operators.imports import fix_imports
 from operators.replies import FENCE, Parsed, one_line
-from search.chat import ChatPrompt
 from search.journal import Journal
 from search.node import Operator, Status
 from search.policy import Proposal

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 import posixpath
 
-from search.metric import MetricSpec
+from common.metric import MetricSpec
 
 # log_loss is clipped at 1e-15 per row, so a perfect model scores a little above zero.
 _PERFECT_TOLERANCE = {"log_loss": 1e-6}

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from search.metric import METRICS
+from common.metric import METRICS
 from search.node import Node, Operator
 
 # Meta-features, each mapped to a comparable scale (logs, shares) for the distance.

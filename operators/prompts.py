@@ -8,9 +8,9 @@ the operator's own module (operators/kinds/).
 
 from __future__ import annotations
 
+from common.chat import ChatPrompt
 from operators.context import TaskContext
 from operators.harness import predict_call
-from search.chat import ChatPrompt
 from search.node import Operator
 from search.policy import Proposal
 

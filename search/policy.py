@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from search.errors import UserError
+from common.errors import UserError
 from search.journal import Journal
 from search.node import HintForm, Node, Operator
 

@@ -6,7 +6,7 @@ holds the ideas as a JSON list. The tree's levels are those stages; a tree node 
 insight indices, e.g. (2, 0) = preprocessing idea 2 then feature idea 0; its children are the
 first `children` ideas of the next stage (SELA's expansion takes the first five of the pool).
 A rollout (`sela` node) asks the LLM to turn a path's insights into one script; its reward is
-SELA's normalised valid score (`search.metric.normalised_score`: F1 as it is, 1/(1+RMSE)), and
+SELA's normalised valid score (`common.metric.normalised_score`: F1 as it is, 1/(1+RMSE)), and
 counts for every prefix of the path.
 
 Selection is SELA's UCT-DP: over every node of the tree (not a descent from the root), the one
@@ -37,8 +37,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 
+from common.metric import normalised_score
 from search.journal import Journal
-from search.metric import normalised_score
 from search.node import Node, Operator, Status
 from search.policy import InFlightKey, Proposal, register
 

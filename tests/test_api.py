@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from common.errors import UserError
 from engine.api import fit, load
-from search.errors import UserError
 from tests.helpers import SCRIPT
 
 

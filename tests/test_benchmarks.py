@@ -35,12 +35,12 @@ from benchmarks.run import (
 )
 from benchmarks.run import main as run_main
 from benchmarks.table import COLUMNS, save_results
+from common.errors import UserError
+from common.metric import normalised_score
 from engine.evaluation.scoring import score
 from engine.records.store import RunStore
 from engine.run import main as engine_main
 from engine.task.prepare import TaskSpec, prepare_task
-from search.errors import UserError
-from search.metric import normalised_score
 from search.node import Operator
 from search.policy import Proposal
 from search.sela import STAGE_NAMES

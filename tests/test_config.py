@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from common.errors import UserError
 from engine.config import RunConfig, load_task_yaml, parse_budget
-from search.errors import UserError
 
 
 @pytest.mark.parametrize("text,seconds", [("90s", 90), ("10m", 600), ("2h", 7200),

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from benchmarks.datasets import AMLB_METRIC, REGISTRY, SELA_METRIC, SUITES, Dataset, suite
+from common.errors import UserError
+from common.metric import METRICS
 from engine.task.checks import infer_task_type
-from search.errors import UserError
-from search.metric import METRICS
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))

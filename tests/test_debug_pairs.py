@@ -23,9 +23,9 @@ from benchmarks.debug_pairs import (
     table,
 )
 from benchmarks.stats import paired_interval, share, sign_test, wilson
+from common.chat import ChatPrompt, Reply
 from engine.evaluation.select import resample_counts
 from engine.run import main as run_main
-from search.chat import ChatPrompt, Reply
 from tests.helpers import make_data
 
 GOOD = ("Linear model.\n```python\nfrom sklearn.linear_model import Ridge\n\n\n"

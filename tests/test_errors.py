@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from search.errors import StoreError, UserError, error_exit
+from common.errors import StoreError, UserError, error_exit
 
 
 def test_error_exit_prints_one_line_and_returns_the_status(

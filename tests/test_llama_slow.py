@@ -17,8 +17,8 @@ import pytest
 from actors.llama_backend import MIN_MAX_TOKENS, LlamaLLM, fit_max_tokens
 from actors.llm import make_llm
 from actors.model_assets import MODEL_NAME
-from search.chat import ChatPrompt
-from search.errors import BackendError
+from common.chat import ChatPrompt
+from common.errors import BackendError
 
 CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from actors.llm import make_llm, parse_routes, parse_spec, routes_from_mapping
+from common.errors import UserError
 from engine.config import RunConfig, load_task_yaml
 from engine.run import main
-from search.errors import UserError
 from search.node import Operator
 from tests.reliability._rig import replies
 

@@ -14,7 +14,7 @@ import pytest
 
 from actors import model_assets
 from actors.model_assets import embedded_model_path, part_paths
-from search.errors import BackendError
+from common.errors import BackendError
 
 CHUNKS = [b"GGUF" + b"a" * 10, b"b" * 7, b"c" * 3]
 WHOLE = b"".join(CHUNKS)

@@ -20,9 +20,9 @@ import pytest
 
 from actors.llm import make_llm
 from actors.openai_backend import OpenAILLM, retry_after
+from common.chat import ChatPrompt
+from common.errors import BackendError
 from engine.run import main
-from search.chat import ChatPrompt
-from search.errors import BackendError
 from tests.reliability._rig import script
 
 

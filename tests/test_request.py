@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from actors.llm import ScriptedLLM
+from common.errors import UserError
 from engine.task.request import Request, parse_request
 from engine.task.request_llm import llm_prompt, parse_json_reply, resolve_request
-from search.errors import UserError
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
+from common.errors import EngineError
+from common.metric import METRICS
 from engine.evaluation.scoring import SubmissionError, read_submission, score
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
-from search.errors import EngineError
-from search.metric import METRICS
 
 # --- formulas on tiny arrays ------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from common.chat import Reply
 from engine.search_context import SearchContext
 from engine.step import (
     DEADLINE_ERROR,
@@ -25,7 +26,6 @@ from operators.harness import model_part
 from operators.kinds.baseline import BASELINE_PLAN
 from operators.memory import AS_STORED, Case
 from sandbox import ExecResult
-from search.chat import Reply
 from search.journal import Journal
 from search.node import Node, Operator, Status, code_hash
 from search.policy import Proposal

@@ -12,6 +12,8 @@ import pandas as pd
 import pytest
 
 import engine.task.checks as task_checks
+from common.errors import StoreError, UserError
+from common.metric import label_str, positive_label
 from engine.task.prepare import (
     PreparedTask,
     TaskSpec,
@@ -20,8 +22,6 @@ from engine.task.prepare import (
     save_task,
     sorted_labels,
 )
-from search.errors import StoreError, UserError
-from search.metric import label_str, positive_label
 
 DATASETS = Path("/work/shared/datasets")
 

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from common.metric import METRICS
 from engine.task.feasibility import request_warnings
 from engine.task.prepare import TaskSpec, prepare_task
 from operators.flags import (
@@ -19,7 +20,6 @@ from operators.flags import (
     perfect_score,
     valid_beats_train,
 )
-from search.metric import METRICS
 
 
 @pytest.mark.parametrize("metric,raw,perfect", [

@@ -29,8 +29,8 @@ import pytest
 from actors.llama_backend import fit_max_tokens
 from actors.openai_backend import OpenAILLM
 from actors.vllm_backend import EXTRA_HINT, VllmLLM
-from search.chat import ChatPrompt, Reply
-from search.errors import BackendError
+from common.chat import ChatPrompt, Reply
+from common.errors import BackendError
 from tests.conftest import SharedRay
 
 VLLM_ENV = {

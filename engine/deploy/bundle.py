@@ -29,11 +29,11 @@ from typing import Any
 
 import pandas as pd
 
+from common.errors import UserError
 from engine.deploy.saved_model import saved_states, training_inputs
 from engine.records.runs import open_run
 from fileio import replacing_dir
 from operators.fitted import LOAD, fitted_wrapper
-from search.errors import UserError
 
 ALWAYS = ("numpy", "pandas", "scikit-learn")  # the replay's own needs; sklearn finds the fits
 

@@ -2,7 +2,7 @@
 
 `read_submission` checks a `submission/<split>.csv` against the harness contract and raises
 `SubmissionError` with one exact, actionable message (it goes into the debug prompt as is);
-`score` returns the raw metric value, by the formula of the metric table (`search.metric`).
+`score` returns the raw metric value, by the formula of the metric table (`common.metric`).
 
 Class labels are compared as strings; when every label is an integer, '1', '1.0' and ' 1 ' all
 mean '1', and a label that matches only ignoring case ('true' for 'True') is accepted too. For
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from common.metric import positive_label
 from engine.task.prepare import PreparedTask
-from search.metric import positive_label
 from search.node import PROBA_PREFIX
 
 SPLITS = ("valid", "test")

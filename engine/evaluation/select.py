@@ -177,7 +177,7 @@ def resampled_scores(task: PreparedTask, submission: pd.DataFrame, counts: np.nd
                      truth: pd.Series | None = None) -> np.ndarray:
     """The raw metric of a checked held-out submission (labels `truth`, default the valid
     split's) on each resample, a row of `counts` (how often each row was drawn), by the
-    metric's resampled form (search.metric)."""
+    metric's resampled form (common.metric)."""
     proba = class_probabilities(submission) if task.metric.needs_proba else None
     truth = task.valid_y if truth is None else truth
     return task.metric.score_resamples(truth.reset_index(drop=True), submission["prediction"],

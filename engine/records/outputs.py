@@ -21,11 +21,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from common.metric import METRICS
 from engine.records.runs import StoredRun, open_run
 from engine.records.summary import FILES, busy_shares, cost, worker_spans
 from fileio import replacing_dir, write_atomic
 from search.journal import Journal
-from search.metric import METRICS
 from search.node import Node, Operator, Status
 
 GOOD_K = 5

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common.errors import UserError
 from engine.evaluation.scoring import HeldOut, SubmissionError, read_submission, submission_metric
 from engine.records.store import RunStore
 from engine.task.prepare import PreparedTask
 from search.constraints import Constraints
-from search.errors import UserError
 from search.journal import Journal
 from search.node import Node
 

@@ -24,10 +24,10 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from common.errors import StoreError
 from engine.evaluation.folds import Folds
 from engine.task.prepare import PreparedTask, load_task, save_task
 from fileio import replacing, replacing_dir, write_atomic
-from search.errors import StoreError
 from search.node import LONG_TEXT_FIELDS, Node, Operator
 from search.policy import Proposal
 

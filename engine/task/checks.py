@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from search.errors import UserError
-from search.metric import DEFAULT_METRIC, METRICS, MetricSpec, label_str
+from common.errors import UserError
+from common.metric import DEFAULT_METRIC, METRICS, MetricSpec, label_str
 
 # Larger files than this are refused rather than read: a CSV loads at several times its size in
 # memory, once in the driver and again in every candidate's process.

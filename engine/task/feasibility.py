@@ -18,8 +18,8 @@ from collections import Counter
 
 import pandas as pd
 
+from common.metric import label_str
 from engine.task.prepare import PreparedTask
-from search.metric import label_str
 
 # A valid split smaller than this makes scores move by several points between equal models.
 MIN_VALID_ROWS = 50

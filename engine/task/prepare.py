@@ -31,6 +31,8 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
+from common.errors import StoreError, UserError
+from common.metric import METRICS, MetricSpec, label_str, positive_label
 from engine.task.checks import (
     MIN_ROWS,
     check_target_column,
@@ -50,8 +52,6 @@ from engine.task.text import (
     render_preview,
 )
 from fileio import write_atomic
-from search.errors import StoreError, UserError
-from search.metric import METRICS, MetricSpec, label_str, positive_label
 
 TEST_SHARE = 0.2
 VALID_SHARE = 0.2

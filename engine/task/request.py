@@ -22,9 +22,9 @@ from typing import Any
 
 import pandas as pd
 
+from common.errors import UserError
+from common.metric import METRICS
 from engine.config import parse_budget
-from search.errors import UserError
-from search.metric import METRICS
 
 # Metric phrases, most specific first: a later pattern inside an earlier match is not counted.
 _METRIC_WORDS: tuple[tuple[str, str], ...] = (

@@ -13,6 +13,9 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from common.chat import ChatPrompt, Reply
+from common.errors import UserError
+from common.metric import METRICS
 from engine.task.checks import MAX_DATA_BYTES, resolve_metric, stated_task_type
 from engine.task.request import (
     MAX_CANDIDATES,
@@ -23,9 +26,6 @@ from engine.task.request import (
     parse_request,
     with_target_from_words,
 )
-from search.chat import ChatPrompt, Reply
-from search.errors import UserError
-from search.metric import METRICS
 
 
 class RequestLLM(Protocol):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from search.metric import MetricSpec, label_str
+from common.metric import MetricSpec, label_str
 from search.node import PROBA_PREFIX
 
 if TYPE_CHECKING:

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from common.chat import ChatPrompt
 from operators.context import TaskContext
 from operators.prompts import CODE_ASK
 from operators.replies import Parsed, parse_reply
-from search.chat import ChatPrompt
 from search.journal import Journal
 from search.node import Operator
 from search.policy import Proposal

@@ -4,6 +4,7 @@ operators/analyst.py."""
 
 from __future__ import annotations
 
+from common.chat import ChatPrompt
 from operators.analyst import (
     ANALYSIS_SECONDS,
     analysis_prompt,
@@ -14,7 +15,6 @@ from operators.context import TaskContext
 from operators.kinds._base import OperatorKind, register
 from operators.prompts import SCRIPT_ASK
 from operators.replies import Parsed
-from search.chat import ChatPrompt
 from search.journal import Journal
 from search.node import Operator
 from search.policy import Proposal

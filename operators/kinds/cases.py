@@ -6,13 +6,13 @@ root is the LLM's adaptation of one, a draft of its own.
 
 from __future__ import annotations
 
+from common.chat import ChatPrompt
 from operators.context import TaskContext
 from operators.failures import code_block
 from operators.harness import assemble
 from operators.kinds._base import EngineCode, FloorKind, OperatorKind, register
 from operators.memory import AS_STORED, Case, shortened
 from operators.prompts import chat_prompt
-from search.chat import ChatPrompt
 from search.journal import Journal
 from search.node import Operator
 from search.policy import Proposal

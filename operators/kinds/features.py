@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 
+from common.chat import ChatPrompt
 from operators.context import TaskContext
 from operators.features import (
     FUNCTION,
@@ -28,7 +29,6 @@ from operators.harness import assemble
 from operators.kinds._base import EngineCode, FloorKind, register
 from operators.models import model_code
 from operators.replies import Parsed, one_line
-from search.chat import ChatPrompt
 from search.journal import Journal
 from search.node import Operator, Status
 from search.policy import Proposal

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from common.chat import ChatPrompt
 from operators.context import TaskContext
 from operators.failures import code_block
 from operators.harness import model_part
 from operators.kinds._base import OperatorKind, register
 from operators.prompts import chat_prompt, notes
 from operators.replies import one_line
-from search.chat import ChatPrompt
 from search.ideas import improve_idea
 from search.journal import Journal
 from search.node import Operator

@@ -3,11 +3,11 @@ list of ideas, not code, and nothing runs."""
 
 from __future__ import annotations
 
+from common.chat import ChatPrompt
 from operators.context import TaskContext
 from operators.kinds._base import OperatorKind, register
 from operators.prompts import chat_prompt
 from operators.replies import Parsed, parse_insights
-from search.chat import ChatPrompt
 from search.journal import Journal
 from search.node import Operator
 from search.policy import Proposal

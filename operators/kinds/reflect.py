@@ -4,10 +4,10 @@ job, so one node, two LLM calls: `reflect` tags the call, never a node."""
 
 from __future__ import annotations
 
+from common.chat import ChatPrompt
 from operators.context import TaskContext
 from operators.kinds._base import OperatorKind, kind_of, register
 from operators.prompts import chat_prompt
-from search.chat import ChatPrompt
 from search.journal import Journal
 from search.node import Operator
 from search.policy import Proposal

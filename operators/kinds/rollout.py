@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from common.chat import ChatPrompt
 from operators.context import TaskContext
 from operators.kinds._base import OperatorKind, register
 from operators.prompts import chat_prompt
-from search.chat import ChatPrompt
 from search.journal import Journal
 from search.node import Operator
 from search.policy import Proposal

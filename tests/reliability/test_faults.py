@@ -13,9 +13,9 @@ import pytest
 import ray
 
 from benchmarks.scaling import make_task
+from common.errors import BackendError
 from engine.loop import MAX_LLM_RESTARTS, SearchLoop
 from engine.task.prepare import PreparedTask
-from search.errors import BackendError
 from search.node import Operator, Status
 from tests.helpers import processes_with
 from tests.reliability._rig import (
