@@ -1,0 +1,154 @@
+"""How long does the embedded model take to write a feature program, and where does the time
+go? (issue 42: a median of at most 15 s per program)
+
+    python -m benchmarks.program_speed RUN [--threads 1,2] [--busy 0,1] [--prompts 5] [--out DIR]
+
+Replays the feature-program prompts that run RUN stored (its `features` nodes' last prompt, in
+step order) through the embedded model, once per setting: `threads` llama.cpp threads beside
+`busy` processes that each keep one core busy, as a candidate in training holds an executor's
+core. The model is loaded once per setting, so each prompt finds the previous one's prefix in
+the cache, as in the run. Each prompt is answered with its node's temperature and a seed of its
+step, so the settings write the same replies and their times compare.
+
+Reported per setting (`program_speed.md`, each reply in `program_speed.jsonl`): the median
+seconds per program, the median completion tokens, and the seconds of the prompts after the
+first (which read only what changed since the previous prompt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from benchmarks.cli import add_shared_flags
+from common.chat import ChatPrompt, Reply
+from common.errors import UserError, error_exit
+from engine.records.runs import open_run
+from fileio import write_atomic
+from operators.kinds.features import MAX_TOKENS, STOP
+from search.node import Operator
+
+SPIN = "while True: pass"
+
+
+def stored_prompts(run: Path, limit: int) -> list[ChatPrompt]:
+    """The first `limit` feature-program prompts that `run` asked, in step order."""
+    stored = open_run(run)
+    nodes = sorted((n for n in stored.journal.nodes_of(Operator.FEATURES) if n.prompt),
+                   key=lambda n: n.step)
+    if not nodes:
+        raise UserError(f"run {run} stored no feature-program prompt: run a search with the "
+                        "LLM (not --llm none) first")
+    return [ChatPrompt(messages=json.loads(n.prompt), max_tokens=MAX_TOKENS,
+                       temperature=n.temperature, seed=n.step, tag="features", stop=STOP)
+            for n in nodes[:limit]]
+
+
+@contextmanager
+def busy_cores(count: int) -> Iterator[None]:
+    """`count` processes that each keep one core busy until the block ends."""
+    spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
+def summary(replies: Sequence[Reply]) -> dict[str, float]:
+    """Median seconds and completion tokens per program, and the median seconds of the
+    programs after the first (the first reads its whole prompt)."""
+    later = [r.seconds for r in replies[1:]] or [replies[0].seconds]
+    return {"programs": len(replies),
+            "median_seconds": statistics.median(r.seconds for r in replies),
+            "median_completion_tokens": statistics.median(r.completion_tokens for r in replies),
+            "median_seconds_after_first": statistics.median(later),
+            "first_seconds": replies[0].seconds}
+
+
+def measure(prompts: list[ChatPrompt], settings: list[tuple[int, int]],
+            load: Callable[[int], Any]) -> Iterator[tuple[int, int, list[Reply]]]:
+    """Each (threads, busy) setting's replies, from a model `load(threads)` made for it."""
+    for threads, busy in settings:
+        with busy_cores(busy):
+            llm = load(threads)
+            try:
+                yield threads, busy, [llm.generate([p])[0] for p in prompts]
+            finally:
+                llm.close()
+
+
+def table(results: list[tuple[int, int, list[Reply]]]) -> str:
+    lines = ["| llama.cpp threads | busy cores beside it | programs | median s | median "
+             "completion tokens | median s after the first | first s |",
+             "|---|---|---|---|---|---|---|"]
+    for threads, busy, replies in results:
+        s = summary(replies)
+        lines.append(f"| {threads} | {busy} | {s['programs']} | {s['median_seconds']:.1f} | "
+                     f"{s['median_completion_tokens']:.0f} | "
+                     f"{s['median_seconds_after_first']:.1f} | {s['first_seconds']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _numbers(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UserError(f"{flag} takes comma-separated whole numbers, got {text!r}") from None
+    if not values or min(values) < 0:
+        raise UserError(f"{flag} takes comma-separated whole numbers >= 0, got {text!r}")
+    return values
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.program_speed",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", type=Path, help="a run directory (runs/<id>) whose search "
+                        "wrote feature programs")
+    parser.add_argument("--threads", default="1,2", help="llama.cpp thread counts (default 1,2)")
+    parser.add_argument("--busy", default="0,1",
+                        help="busy cores beside the model, each a setting (default 0,1)")
+    parser.add_argument("--prompts", type=int, default=5,
+                        help="how many of the run's prompts to replay (default 5)")
+    add_shared_flags(parser, out="runs/program-speed",
+                     out_help="program_speed.md and program_speed.jsonl go here")
+    args = parser.parse_args(argv)
+    try:
+        settings = [(t, b) for t in _numbers(args.threads, "--threads")
+                    for b in _numbers(args.busy, "--busy")]
+        if min(t for t, _ in settings) < 1:
+            raise UserError("--threads must be at least 1")
+        prompts = stored_prompts(args.run, args.prompts)
+        from actors.llama_backend import LlamaLLM
+
+        results = []
+        for threads, busy, replies in measure(prompts, settings,
+                                              lambda n: LlamaLLM(n_threads=n, seed=0)):
+            results.append((threads, busy, replies))
+            print(f"threads {threads}, busy {busy}: "
+                  f"{', '.join(f'{r.seconds:.1f} s' for r in replies)}", flush=True)
+    except UserError as exc:
+        return error_exit(exc)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_atomic(args.out / "program_speed.md", table(results))
+    write_atomic(args.out / "program_speed.jsonl", "".join(
+        json.dumps({"threads": threads, "busy": busy, "seed": prompt.seed,
+                    "prompt_tokens": reply.prompt_tokens,
+                    "completion_tokens": reply.completion_tokens,
+                    "seconds": reply.seconds, "reply": reply.text}) + "\n"
+        for threads, busy, replies in results
+        for prompt, reply in zip(prompts, replies, strict=True)))
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
