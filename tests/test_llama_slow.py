@@ -21,6 +21,10 @@ from common.chat import ChatPrompt
 from common.errors import BackendError
 
 CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
+# The slow step runs two test files at once on 2 cores: llama.cpp's threads wait for each other
+# at every step, so 2 threads beside a busy core were 4 to 9 times slower than alone, and 1
+# thread as fast as alone (benchmarks/README.md, "Seconds per feature program").
+THREADS = 1
 
 
 def test_fit_max_tokens_keeps_a_budget_that_fits() -> None:
@@ -53,7 +57,7 @@ def test_missing_llama_cpp_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
 
 @pytest.fixture(scope="module")
 def llm() -> Iterator[LlamaLLM]:
-    with LlamaLLM(seed=0) as model:
+    with LlamaLLM(seed=0, n_threads=THREADS) as model:
         yield model
 
 
@@ -111,14 +115,14 @@ def test_prompt_lookup_decoding_gives_the_greedy_reply(llm: LlamaLLM) -> None:
         max_tokens=120, temperature=0.0, seed=3)
     [plain] = llm.generate([copy])
     assert plain.prompt_tokens > 512
-    with LlamaLLM(seed=0, lookup=10) as fast:
+    with LlamaLLM(seed=0, lookup=10, n_threads=THREADS) as fast:
         [drafted] = fast.generate([copy])
     assert drafted.text == plain.text and drafted.completion_tokens == plain.completion_tokens
 
 
 @pytest.mark.slow
 def test_max_tokens_shrinks_to_fit_a_small_context() -> None:
-    with LlamaLLM(n_ctx=512, cache_bytes=0) as small:
+    with LlamaLLM(n_ctx=512, cache_bytes=0, n_threads=THREADS) as small:
         words = " ".join(f"w{i}" for i in range(60))
         fits = ChatPrompt(
             messages=[{"role": "user", "content": f"{words}\nReply with the single word OK."}],

@@ -233,6 +233,6 @@ def test_the_embedded_llm_answers_in_json_within_the_choices(here: Path) -> None
     from actors.llama_backend import LlamaLLM
 
     request = resolve_request("forecast customer attrition for data/telco.csv, maximise AUC",
-                              llm=lambda: LlamaLLM(n_ctx=2048))
+                              llm=lambda: LlamaLLM(n_ctx=2048, n_threads=1))
     assert request.target in request.columns and request.sources["target"] == "LLM"
     assert request.target == "Churn"
