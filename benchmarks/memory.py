@@ -48,7 +48,7 @@ from engine.records.runs import open_run
 from engine.records.store import RunStore
 from engine.task.prepare import PreparedTask
 from operators.harness import model_part
-from operators.memory import as_stored, replaced_model
+from operators.retrieval import as_stored, replaced_model
 from search.node import Operator
 
 LLM_WRITTEN = (Operator.DRAFT, Operator.RECALL, Operator.IMPROVE, Operator.DEBUG)

@@ -15,7 +15,7 @@ names another or turns it off. Every finished start of a run adds (`remember_run
 
 A run reads the user's memory together with the one the project ships
 (`engine/memory_shipped.jsonl`, built by `rebuild --shipped` from the project's own benchmark
-runs on its shipped datasets), and retrieves by task meta-features (operators/memory.py):
+runs on its shipped datasets), and retrieves by task meta-features (operators/retrieval.py):
 the nearest other tasks' cases become recall drafts, and a debug step is shown the fix of the
 nearest matching error. Nothing here reads a label of the run at hand: only its training
 rows' shape, and other runs' stored code and scores.
@@ -44,7 +44,7 @@ from engine.records.runs import open_run
 from engine.records.store import RunStore
 from engine.task.prepare import PreparedTask
 from operators.harness import model_part
-from operators.memory import Case, Fix, meta_features, nearest_cases, task_fingerprint
+from operators.retrieval import Case, Fix, meta_features, nearest_cases, task_fingerprint
 from search.journal import Journal
 from search.node import Operator, code_hash
 from search.policy import Proposal

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from operators.memory import Case, Fix
+from operators.retrieval import Case, Fix
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +26,7 @@ class TaskContext:
     # step adapts one), and the fixes a debug step may be shown
     cases: tuple[Case, ...] = ()
     fixes: tuple[Fix, ...] = ()
-    fingerprint: str = ""  # of this task (operators.memory.task_fingerprint)
+    fingerprint: str = ""  # of this task (operators.retrieval.task_fingerprint)
     columns: tuple[str, ...] = ()  # the feature columns: what a feature program may name
     text_columns: tuple[str, ...] = ()  # those pandas does not read as numbers
     # The task and its columns without the files and libraries a whole script needs: what a

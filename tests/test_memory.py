@@ -40,7 +40,7 @@ from engine.run import main as run_main
 from operators.context import TaskContext
 from operators.harness import model_part
 from operators.kinds import build_prompt
-from operators.memory import (
+from operators.retrieval import (
     AS_STORED,
     Case,
     Fix,

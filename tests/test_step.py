@@ -24,7 +24,7 @@ from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from operators.context import TaskContext
 from operators.harness import model_part
 from operators.kinds.baseline import BASELINE_PLAN
-from operators.memory import AS_STORED, Case
+from operators.retrieval import AS_STORED, Case
 from sandbox import ExecResult
 from search.journal import Journal
 from search.node import Node, Operator, Status, code_hash

@@ -17,7 +17,7 @@ from engine.task.prepare import PreparedTask
 from operators.analyst import analysis_findings
 from operators.flags import READS_OUTSIDE_INPUT, outside_reads
 from operators.harness import model_part
-from operators.memory import as_stored, replaced_model
+from operators.retrieval import as_stored, replaced_model
 from search.journal import Journal
 from search.node import Node, Operator
 from search.programs import gate_of, kept_programs, kept_programs_used, program_counts

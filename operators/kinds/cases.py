@@ -11,8 +11,8 @@ from operators.context import TaskContext
 from operators.failures import code_block
 from operators.harness import assemble
 from operators.kinds._base import EngineCode, FloorKind, OperatorKind, register
-from operators.memory import AS_STORED, Case, shortened
 from operators.prompts import chat_prompt
+from operators.retrieval import AS_STORED, Case, shortened
 from search.journal import Journal
 from search.node import Operator
 from search.policy import Proposal

@@ -9,8 +9,8 @@ from common.chat import ChatPrompt
 from operators.context import TaskContext
 from operators.failures import failure_section
 from operators.kinds._base import OperatorKind, register
-from operators.memory import nearest_fix
 from operators.prompts import chat_prompt, notes
+from operators.retrieval import nearest_fix
 from search.journal import Journal
 from search.node import Operator
 from search.policy import Proposal
