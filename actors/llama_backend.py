@@ -30,9 +30,9 @@ _TEMPLATE_TOKENS_FIXED = 32
 class LlamaLLM:
     """`generate(prompts) -> replies` on a local GGUF model; prompts run one after another.
 
-    `cache_bytes` bounds an in-RAM store of saved KV states (0 turns it off). `lookup` > 0
-    drafts that many tokens by prompt lookup (speculative decoding: improve and debug replies
-    copy much of their prompt; see benchmarks/decoding.py).
+    `cache_bytes` bounds an in-RAM store of saved KV states (0 turns it off). It decodes
+    plainly: prompt-lookup speculative decoding was twice as slow on 2 cores
+    (benchmarks/README.md, "Embedded model").
 
     Use as a context manager, or call `close()`, to free the model's memory promptly.
     """
@@ -45,7 +45,6 @@ class LlamaLLM:
         seed: int = 0,
         verbose: bool = False,
         cache_bytes: int = 1 << 30,
-        lookup: int = 0,
     ) -> None:
         try:
             import llama_cpp
@@ -66,11 +65,6 @@ class LlamaLLM:
         # llama.cpp defaults to half the cores; on CPU all of them was measurably faster.
         threads = n_threads or os.cpu_count() or 1
         self.n_ctx = n_ctx
-        draft = None
-        if lookup > 0:
-            from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
-
-            draft = LlamaPromptLookupDecoding(num_pred_tokens=lookup)
         start = time.perf_counter()
         try:
             self._llama: Any = llama_cpp.Llama(
@@ -80,13 +74,6 @@ class LlamaLLM:
                 n_threads_batch=threads,
                 seed=seed,
                 verbose=verbose,
-                draft_model=draft,
-                # Verifying drafted tokens reads the logits of every position. llama-cpp-python
-                # turns logits_all on for a draft model but sizes its logits buffer from this
-                # argument (n_batch rows): a prompt past 512 tokens then failed with "could not
-                # broadcast input array". The buffer is n_ctx x vocab floats of virtual memory,
-                # written only for the positions evaluated.
-                logits_all=draft is not None,
             )
         except (ValueError, RuntimeError) as exc:
             raise BackendError(f"llama.cpp could not load {path}: {exc}") from exc

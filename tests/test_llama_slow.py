@@ -101,26 +101,6 @@ def test_greedy_replies_repeat_exactly(llm: LlamaLLM) -> None:
 
 
 @pytest.mark.slow
-def test_prompt_lookup_decoding_gives_the_greedy_reply(llm: LlamaLLM) -> None:
-    """Prompt lookup only drafts tokens the model then verifies: a greedy reply is the same
-    text with it as without (speed is measured by benchmarks/decoding.py, not here)."""
-    # Past llama.cpp's 512-token batch (the prompts of improve and debug steps are longer), and
-    # not far past it: the prompt is read twice, by two models, on the CI's 2 cores.
-    context = "\n".join(f"LIMIT_{i} = {i * 7}  # not part of the answer" for i in range(60))
-    copy = ChatPrompt(
-        messages=[{"role": "user", "content": f"```python\n{context}\n```\n\n"
-                   "Repeat this code exactly, in one ```python "
-                   "block:\n```python\ndef total(values):\n    result = 0\n    for value in "
-                   "values:\n        result += value\n    return result\n```"}],
-        max_tokens=120, temperature=0.0, seed=3)
-    [plain] = llm.generate([copy])
-    assert plain.prompt_tokens > 512
-    with LlamaLLM(seed=0, lookup=10, n_threads=THREADS) as fast:
-        [drafted] = fast.generate([copy])
-    assert drafted.text == plain.text and drafted.completion_tokens == plain.completion_tokens
-
-
-@pytest.mark.slow
 def test_max_tokens_shrinks_to_fit_a_small_context() -> None:
     with LlamaLLM(n_ctx=512, cache_bytes=0, n_threads=THREADS) as small:
         words = " ".join(f"w{i}" for i in range(60))
