@@ -11,7 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from benchmarks.report import LGBM, Results, best_so_far, mean, relative_table
+from benchmarks.report import LGBM, Results, best_so_far, relative_table
+from benchmarks.stats import mean
 from common.errors import EngineError
 from engine.records.store import RunStore
 

@@ -39,20 +39,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmarks.stats import paired_interval, share, sign_test
+from benchmarks.gain import answer as run_answer
+from benchmarks.gain import answer_gain_interval
+from benchmarks.stats import share, sign_test
 from benchmarks.table import load_results
 from common.metric import METRICS
-from engine.evaluation.scoring import read_submission
-from engine.evaluation.select import resample_counts, resampled_scores
+from engine.evaluation.select import resampled_scores
 from engine.records.runs import open_run
-from engine.records.store import RunStore
-from engine.task.prepare import PreparedTask
 from operators.harness import model_part
 from operators.retrieval import as_stored, replaced_model
 from search.node import Operator
 
 LLM_WRITTEN = (Operator.DRAFT, Operator.RECALL, Operator.IMPROVE, Operator.DEBUG)
-INTERVAL_RESAMPLES = 2000  # of the test rows, for each task's interval of the answer's gain
 
 
 def measure(run_dir: Path) -> dict[str, Any]:
@@ -96,35 +94,10 @@ def arm(folder: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _answer(run_dir: Path) -> tuple[PreparedTask, pd.Series, pd.DataFrame] | None:
-    """A run's task, its test labels and its answer's kept test predictions; None when the
-    predictions are missing."""
-    store = RunStore.open(run_dir)
-    task = store.load_task()
-    answer = store.read_best("test")
-    if answer is None:
-        return None
-    return task, task.test_y.reset_index(drop=True), read_submission(task, answer, "test")
-
-
-def answer_gain_interval(off_dir: Path, on_dir: Path) -> tuple[float, float] | None:
-    """95% paired bootstrap interval of the memory arm's test gain over the off arm's (the
-    answers' kept test predictions, scored on the same resampled test rows; positive is
-    better); None when either answer's predictions are missing or the arms' test rows differ."""
-    off, on = _answer(off_dir), _answer(on_dir)
-    if off is None or on is None or not off[1].equals(on[1]):
-        return None
-    task, truth, _ = off
-    counts = resample_counts(len(truth), INTERVAL_RESAMPLES)
-    off_scores, on_scores = (resampled_scores(task, answer[2], counts, truth)
-                             for answer in (off, on))
-    return paired_interval(off_scores, on_scores, task.metric.maximize)
-
-
 def left_out_scores(run_dir: Path) -> tuple[pd.Series, np.ndarray] | None:
     """A run's test labels and its answer's raw test score with each test row left out in
     turn (score i lacks row i); None when the answer's predictions are missing."""
-    answer = _answer(run_dir)
+    answer = run_answer(run_dir)
     if answer is None:
         return None
     task, truth, submission = answer

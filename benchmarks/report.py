@@ -12,9 +12,9 @@ time against its budget; figures of each run's test score per task, of the score
 LightGBM and of the best valid score over time (the runs' node Parquet, or the baselines'
 result.json). With the floor arm (`benchmarks.run --floor-arm`), the LLM gain per task: the
 answer's test score with and without the LLM (mean over outer folds), their difference paired
-by outer fold with its spread, what became of the LLM's feature programs, and on how many tasks
-the LLM won, lost or tied within that spread. Only rows with status ok count; failed ones are
-listed at the end.
+by outer fold with its spread (with one fold: an interval over its test rows, benchmarks/gain.py),
+what became of the LLM's feature programs, and on how many tasks the LLM won, lost or tied
+within that spread. Only rows with status ok count; failed ones are listed at the end.
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ from typing import Any
 
 import pandas as pd
 
+from benchmarks.gain import llm_gains, run_interval
 from benchmarks.run import FLOOR
+from benchmarks.stats import mean, rounded, same, sd
 from common.errors import EngineError, UserError, error_exit
 from common.metric import METRICS, normalised_score
 
@@ -45,18 +47,6 @@ PROTOCOL_TEXT = {"sela": "SELA's metrics: F1 (binary), weighted F1 (multiclass),
 
 
 # ---- arithmetic (pure, tested on hand-made numbers) ------------------------------------------
-
-
-TIE_DIGITS = 9  # scores equal to this many significant digits are a tie
-
-
-def _rounded(value: float) -> float:
-    return float(f"{value:.{TIE_DIGITS}g}")
-
-
-def same(a: float, b: float) -> bool:
-    """Equal up to float noise: a tie."""
-    return _rounded(a) == _rounded(b)
 
 
 def relative_to(score: float, reference: float, maximize: bool) -> float | None:
@@ -77,7 +67,7 @@ def average_ranks(means: Table, maximize: dict[str, bool]) -> dict[str, tuple[fl
     a score on, and that number of tasks."""
     ranks: dict[str, list[float]] = {}
     for task, scores in means.items():
-        order = sorted(scores, key=lambda m: _rounded(scores[m]), reverse=maximize[task])
+        order = sorted(scores, key=lambda m: rounded(scores[m]), reverse=maximize[task])
         i = 0
         while i < len(order):
             j = i
@@ -120,57 +110,6 @@ def best_so_far(points: list[tuple[float, float]], maximize: bool) -> list[tuple
         else:
             out.append((t, out[-1][1]))
     return out
-
-
-@dataclass(frozen=True)
-class Gain:
-    """One task's search with the LLM against the same search without it (the floor arm),
-    paired by outer fold; each fold's score is the mean over its seeds."""
-
-    task: str
-    method: str
-    with_llm: float  # mean over the paired folds
-    without: float
-    differences: tuple[float, ...]  # per fold, signed so that above zero the LLM did better
-
-    @property
-    def mean(self) -> float:
-        return mean(list(self.differences))
-
-    @property
-    def spread(self) -> float:
-        """The sd of the paired differences over folds (0 with one fold)."""
-        return sd(list(self.differences))
-
-    @property
-    def verdict(self) -> str:
-        """won, lost, or tied: a mean difference within the folds' spread is a tie."""
-        if same(self.with_llm, self.without) or abs(self.mean) <= self.spread:
-            return "tied"
-        return "won" if self.mean > 0 else "lost"
-
-
-def llm_gains(rows: pd.DataFrame, maximize: dict[str, bool]) -> list[Gain]:
-    """Per task and search method, its gain over the floor arm on the outer folds both ran."""
-    # task -> method -> fold -> its runs' test scores (one per seed)
-    scores: dict[str, dict[str, dict[int, list[float]]]] = {}
-    for row in rows[rows.kind == "policy"].to_dict("records"):
-        scores.setdefault(str(row["task"]), {}).setdefault(str(row["method"]), {}).setdefault(
-            _int(row.get("fold")), []).append(float(row["test"]))
-    gains = []
-    for task, methods in scores.items():
-        floor = methods.get(FLOOR, {})
-        sign = 1.0 if maximize[task] else -1.0
-        for method, llm in methods.items():
-            folds = sorted(set(llm) & set(floor))
-            if method == FLOOR or not folds:
-                continue
-            with_llm = [mean(llm[f]) for f in folds]
-            without = [mean(floor[f]) for f in folds]
-            gains.append(Gain(task, method, mean(with_llm), mean(without),
-                              tuple(sign * (a - b) for a, b in zip(with_llm, without,
-                                                                   strict=True))))
-    return gains
 
 
 # ---- tables ----------------------------------------------------------------------------------
@@ -216,18 +155,6 @@ class Results:
             out[task] = {m: how(self.tests[(task, m)]) for m in self.methods
                          if (task, m) in self.tests}
         return out
-
-
-def mean(values: list[float]) -> float:
-    return sum(values) / len(values)
-
-
-def sd(values: list[float]) -> float:
-    """Sample standard deviation; 0 for a single value."""
-    if len(values) < 2:
-        return 0.0
-    centre = mean(values)
-    return math.sqrt(sum((v - centre) ** 2 for v in values) / (len(values) - 1))
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:
@@ -379,7 +306,7 @@ PROGRAM_COLUMNS = ("programs_proposed", "programs_rejected", "programs_failed",
 
 def gain_section(rows: pd.DataFrame, res: Results) -> list[str]:
     """The LLM-gain table and its tally; nothing without the floor arm."""
-    gains = llm_gains(rows, res.maximize)
+    gains = llm_gains(rows, res.maximize, run_interval)
     if not gains:
         return []
     lines = ["", "## LLM gain: the same search with and without the LLM", "",
@@ -387,9 +314,12 @@ def gain_section(rows: pd.DataFrame, res: Results) -> list[str]:
              "floor alone (baseline root, portfolio, Optuna trials, ensembles). Scores are the "
              "answer's test score, the mean over outer folds (each fold: the mean over seeds); "
              "the difference is paired by fold and signed so that above zero the LLM did "
-             "better, ± its sd over folds. A difference within that spread is a tie. "
-             "Programs: the LLM's feature programs over all runs, proposed / refused by the "
-             "checks / failed / scored / kept.", ""]
+             "better, ± its sd over folds. A difference within that spread is a tie. With one "
+             "outer fold, the 95 % paired bootstrap interval of the gain over the test rows "
+             "decides instead (each fold's first seed; n/a without the run folders): a tie when "
+             "it holds zero. It knows the test rows' noise, not the search's. Programs: the "
+             "LLM's feature programs over all runs, proposed / refused by the checks / failed / "
+             "scored / kept.", ""]
     body = []
     for gain in gains:
         runs = rows[(rows.task == gain.task) & (rows.method == gain.method)]
@@ -399,20 +329,26 @@ def gain_section(rows: pd.DataFrame, res: Results) -> list[str]:
                    if "program_llm_seconds" in runs else pd.Series(dtype=float))
         uses = (f"{int(runs.answer_uses_program.fillna(False).astype(bool).sum())} of {len(runs)}"
                 if "answer_uses_program" in runs else "n/a")
+        intervals = "; ".join("n/a" if i is None else f"[{i[0]:+.3g}, {i[1]:+.3g}]"
+                              for i in gain.intervals)
         body.append([gain.task, res.metric[gain.task], gain.method, _fmt(gain.with_llm),
                      _fmt(gain.without),
                      f"{gain.mean:+.4g} ± {gain.spread:.2g} ({len(gain.differences)})",
-                     gain.verdict, counts,
+                     intervals, gain.verdict, counts,
                      _fmt(float(seconds.median())) if len(seconds) else "n/a", uses])
     lines += _table(["task", "metric", "method", "with LLM", FLOOR, "LLM − floor",
-                     "verdict", "programs", "median LLM s per program",
-                     "answer uses a kept program (runs)"], body)
+                     "95 % interval over test rows (per fold)", "verdict", "programs",
+                     "median LLM s per program", "answer uses a kept program (runs)"], body)
     lines.append("")
     for method in dict.fromkeys(g.method for g in gains):
         verdicts = [g.verdict for g in gains if g.method == method]
+        unknown = verdicts.count("one fold")
         lines.append(f"- with the LLM, {method} won on {verdicts.count('won')} of "
                      f"{len(verdicts)} tasks, lost on {verdicts.count('lost')} and tied on "
-                     f"{verdicts.count('tied')} within the folds' spread.")
+                     f"{verdicts.count('tied')} within the folds' spread (one fold: the "
+                     "interval over its test rows)"
+                     + (f"; on {unknown} one fold and no interval tell nothing." if unknown
+                        else "."))
     return lines
 
 

@@ -1,11 +1,35 @@
-"""Small statistics for benchmark tables: shares with intervals, paired sign tests, a paired
-bootstrap interval."""
+"""Small statistics for benchmark tables: means and spreads, ties up to float noise, shares with
+intervals, paired sign tests, a paired bootstrap interval."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+
+TIE_DIGITS = 9  # scores equal to this many significant digits are a tie
+
+
+def rounded(value: float) -> float:
+    """The value to TIE_DIGITS significant digits: what ties compare."""
+    return float(f"{value:.{TIE_DIGITS}g}")
+
+
+def same(a: float, b: float) -> bool:
+    """Equal up to float noise: a tie."""
+    return rounded(a) == rounded(b)
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def sd(values: list[float]) -> float:
+    """Sample standard deviation; 0 for a single value."""
+    if len(values) < 2:
+        return 0.0
+    centre = mean(values)
+    return math.sqrt(sum((v - centre) ** 2 for v in values) / (len(values) - 1))
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks import report
+from benchmarks import gain, report, stats
 from benchmarks.baselines import (
     BASELINES,
     PEER_METRICS,
@@ -94,13 +94,13 @@ def test_wins_ties_losses_against_sela_by_hand() -> None:
     assert table["greedy"] == (2, 0, 1)  # better on both f1 tasks, worse RMSE
     assert table["mcts"] == (1, 1, 1)  # worse, tie (4.0 = 4.0), better
     assert table["lgbm"] == (0, 0, 2)  # f1-task-2 has no lgbm score: not counted
-    assert report.same(0.1 + 0.2, 0.3) and not report.same(0.3, 0.3001)
+    assert stats.same(0.1 + 0.2, 0.3) and not stats.same(0.3, 0.3001)
 
 
 def test_mean_and_sd() -> None:
-    assert report.mean([4.0, 6.0]) == 5.0
-    assert report.sd([4.0, 6.0]) == pytest.approx(math.sqrt(2))
-    assert report.sd([3.0]) == 0.0
+    assert stats.mean([4.0, 6.0]) == 5.0
+    assert stats.sd([4.0, 6.0]) == pytest.approx(math.sqrt(2))
+    assert stats.sd([3.0]) == 0.0
 
 
 def test_best_so_far() -> None:
@@ -167,16 +167,47 @@ def _gain_rows(tmp_path: Path) -> list[dict[str, object]]:
 
 def test_llm_gain_pairs_the_floor_arm_by_outer_fold(tmp_path: Path) -> None:
     frame = pd.DataFrame(_gain_rows(tmp_path))
-    gains = {g.task: g for g in report.llm_gains(frame, {"reg": False, "cls": True})}
+    gains = {g.task: g for g in gain.llm_gains(frame, {"reg": False, "cls": True})}
     reg, cls = gains["reg"], gains["cls"]
     assert (reg.with_llm, reg.without) == (pytest.approx(4.5), pytest.approx(5.5))
     assert reg.differences == (pytest.approx(1.0), pytest.approx(1.0))  # lower rmse: a gain
-    assert reg.verdict == "won"
+    assert reg.verdict == "won" and reg.intervals == (None, None)
     assert cls.differences == (pytest.approx(-0.1), pytest.approx(0.12))
     assert cls.mean == pytest.approx(0.01) and cls.verdict == "tied"
-    lost = report.Gain("t", "greedy", 0.5, 0.6, (-0.1, -0.12))
+    lost = gain.Gain("t", "greedy", 0.5, 0.6, (-0.1, -0.12))
     assert lost.verdict == "lost"
-    assert report.Gain("t", "greedy", 0.5, 0.5, (0.0,)).verdict == "tied"
+    assert gain.Gain("t", "greedy", 0.5, 0.5, (0.0,)).verdict == "tied"
+
+
+def test_one_fold_is_decided_by_the_interval_over_its_test_rows() -> None:
+    def one(interval: tuple[float, float] | None) -> str:
+        return gain.Gain("t", "greedy", 4.0, 4.2, (0.2,), (interval,)).verdict
+
+    assert one((0.05, 0.3)) == "won" and one((-0.3, -0.01)) == "lost"
+    assert one((-0.1, 0.4)) == "tied"
+    assert one(None) == "one fold"  # no spread at all: no verdict
+    # With several folds their spread decides, whatever the intervals say.
+    assert gain.Gain("t", "greedy", 4.0, 4.2, (0.2, 0.3), ((-1.0, 1.0), None)).verdict == "won"
+
+
+def test_each_folds_interval_compares_the_floor_run_with_the_llm_run_of_one_seed(
+        tmp_path: Path) -> None:
+    rows = [r for r in _gain_rows(tmp_path) if not (r["method"] == FLOOR and r["seed"] == 0)]
+    for row in rows:
+        row["run_dir"] = f"{row['task']}/{row['method']}/{row['fold']}/{row['seed']}"
+    asked: list[tuple[str, str]] = []
+
+    def interval(floor_run: str, llm_run: str) -> tuple[float, float]:
+        asked.append((floor_run, llm_run))
+        return (0.5, 1.5) if floor_run.startswith("reg") else (-0.2, 0.1)
+
+    gains = {g.task: g for g in gain.llm_gains(pd.DataFrame(rows), {"reg": False, "cls": True},
+                                                interval)}
+    assert gains["reg"].intervals == ((0.5, 1.5), (0.5, 1.5))
+    # The floor arm ran seed 1 alone: the pair is seed 1 of both arms.
+    assert ("reg/floor/0/1", "reg/greedy/0/1") in asked and len(asked) == 4
+    assert all(f.endswith("/1") and g.endswith("/1") for f, g in asked)
+    assert gain.run_interval(str(tmp_path / "gone"), str(tmp_path)) is None
 
 
 def test_report_shows_the_llm_gain_table(tmp_path: Path) -> None:
@@ -185,10 +216,16 @@ def test_report_shows_the_llm_gain_table(tmp_path: Path) -> None:
     assert "## LLM gain: the same search with and without the LLM" in text
     # reg: 4 runs of greedy, each 3 proposed / 1 refused / 0 failed / 2 scored, kept on fold 0;
     # median of the runs' medians 4 and 5; the answer used a kept program in 1 run.
-    assert ("| reg | rmse | greedy | 4.5 | 5.5 | +1 ± 0 (2) | won | 12 / 4 / 0 / 8 / 2 | 4.5 | "
-            "1 of 4 |") in text
-    assert "| cls | f1 | greedy | 0.8 | 0.79 | +0.01 ± 0.16 (2) | tied |" in text
+    assert ("| reg | rmse | greedy | 4.5 | 5.5 | +1 ± 0 (2) | n/a; n/a | won | 12 / 4 / 0 / 8 / 2 "
+            "| 4.5 | 1 of 4 |") in text  # the run folders are gone: no interval over test rows
+    assert "| cls | f1 | greedy | 0.8 | 0.79 | +0.01 ± 0.16 (2) | n/a; n/a | tied |" in text
     assert "- with the LLM, greedy won on 1 of 2 tasks, lost on 0 and tied on 1" in text
+    one_fold = [r for r in _gain_rows(tmp_path) if r["fold"] == 0 and r["task"] == "reg"]
+    save_results(tmp_path / "one.parquet", pd.DataFrame(one_fold))
+    text = report.write_report(tmp_path / "one.parquet", tmp_path / "one.md").read_text()
+    assert "| +1 ± 0 (1) | n/a | one fold |" in text
+    assert "tied on 0 within the folds' spread (one fold: the interval over its test rows); on " \
+        "1 one fold and no interval tell nothing." in text
 
 
 def test_no_floor_arm_no_gain_table(tmp_path: Path) -> None:

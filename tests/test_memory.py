@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from benchmarks.gain import answer_gain_interval
 from benchmarks.memory import (
-    answer_gain_interval,
     gain_without_one_row,
     left_out_scores,
     measure,
