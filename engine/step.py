@@ -228,7 +228,8 @@ class Step:
             self.prompt = None  # the step's own prompt, built with the reflection in it
             return
         self.reply = reply.text
-        parsed = self.kind.read(reply.text, self.search.ctx)
+        parsed = self.kind.read(reply.text, self.search.ctx, self.proposal,
+                                self.search.journal)
         self.plan = parsed.plan or self.plan
         if parsed.problem and self._repair(reply.text, parsed.problem):
             return

@@ -27,7 +27,7 @@ from operators.features import (
 from operators.kinds import kind_of
 from operators.models import model_code
 from search.journal import Journal
-from search.node import Operator, Status
+from search.node import Node, Operator, Status
 from search.policy import Proposal
 from search.programs import REJECTED, Gate
 from tests.helpers import make_node
@@ -234,6 +234,39 @@ def test_the_prompt_lists_what_was_tried_and_reads_a_reply() -> None:
     other = kind.prompt(ctx, dataclasses.replace(proposal, parent_id=None), Journal([]))
     stable = text.split("# Programs already tried")[0]
     assert other.messages[-1]["content"].startswith(stable.split("# The model now")[0])
-    parsed = kind.read(f"```python\n{GOOD}```", ctx)
+    root = dataclasses.replace(proposal, parent_id=None)
+    parsed = kind.read(f"```python\n{GOOD}```", ctx, root, journal)
     assert parsed.problem == "" and "area_per_room" in parsed.plan
-    assert kind.read(f"```python\n{PLANTED['test rows']}```", ctx).problem.startswith(REJECTED)
+    assert kind.read(f"```python\n{PLANTED['test rows']}```", ctx, root,
+                     journal).problem.startswith(REJECTED)
+
+
+def _kept(node_id: str, parent: str | None, step: int, *added: str) -> Node:
+    return dataclasses.replace(
+        make_node(node_id, parent, operator=Operator.FEATURES, step=step),
+        gate=Gate("b", (0.1,) * 4, True, "kept", added).to_json())
+
+
+def test_a_program_on_a_chain_is_told_every_kept_column_and_may_not_only_repeat_them() -> None:
+    """On a chain of two kept programs, the prompt names the columns of both (it named the
+    last one's alone, and the model recomputed the first one's in 6 of a run's 15 programs)."""
+    ctx = TaskContext(preview="price of a flat", target="price", task_type="regression",
+                      metric="rmse", maximize=False, columns=COLUMNS)
+    journal = Journal([make_node("b", operator=Operator.BASELINE),
+                       _kept("k1", None, 1, "area_per_room", "-city"),
+                       _kept("k2", "k1", 2, "rooms_x_area")])
+    kind = kind_of(Operator.FEATURES)
+    on_chain = Proposal(Operator.FEATURES, "k2", 0.7, idea="b", family="lgbm")
+    text = kind.prompt(ctx, on_chain, journal).messages[-1]["content"]
+    assert ("from kept programs (never compute them again): area_per_room, rooms_x_area. "
+            "Add new ones.") in text
+    repeat = ('def add_features(df):\n    df["area_per_room"] = df["area"] / df["rooms"]\n'
+              '    df["rooms_x_area"] = df["rooms"] * df["area"]\n    return df\n')
+    refused = kind.read(f"```python\n{repeat}```", ctx, on_chain, journal)
+    assert refused.problem == (f"{REJECTED} it only computes columns that kept programs "
+                               "already add (area_per_room, rooms_x_area): add new ones")
+    one_new = repeat.replace("    return df", '    df["age"] = 2025 - df["built"]\n    return df')
+    assert kind.read(f"```python\n{one_new}```", ctx, on_chain, journal).problem == ""
+    # The same program on the raw columns adds what it writes.
+    raw = dataclasses.replace(on_chain, parent_id=None)
+    assert kind.read(f"```python\n{repeat}```", ctx, raw, journal).problem == ""

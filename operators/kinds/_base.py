@@ -54,8 +54,9 @@ class OperatorKind:
         """The proposal with what it asks for fixed before a reflection on it."""
         return proposal
 
-    def read(self, text: str, ctx: TaskContext) -> Parsed:
-        """A reply as plan and code, or the problem a re-ask shows."""
+    def read(self, text: str, ctx: TaskContext, proposal: Proposal,
+             journal: Journal) -> Parsed:
+        """A reply to `proposal` as plan and code, or the problem a re-ask shows."""
         return parse_reply(text, ctx)
 
     def assembled(self, code: str, ctx: TaskContext, proposal: Proposal,

@@ -29,7 +29,8 @@ class Analyze(OperatorKind):
                reflection: str = "") -> ChatPrompt:
         return analysis_prompt(ctx, proposal, journal)
 
-    def read(self, text: str, ctx: TaskContext) -> Parsed:
+    def read(self, text: str, ctx: TaskContext, proposal: Proposal,
+             journal: Journal) -> Parsed:
         return parse_analysis(text, ctx)
 
     def seconds(self, exec_timeout: float, floor_seconds: float | None) -> float:

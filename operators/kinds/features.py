@@ -124,11 +124,23 @@ def _reliance(journal: Journal) -> str:
     return ""
 
 
+def chain_columns(journal: Journal, parent_id: str | None) -> list[str]:
+    """The columns that the kept programs of the chain ending at `parent_id` add, the oldest
+    program's first: what the rows of a program proposed there already hold."""
+    chain: list[tuple[str, ...]] = []
+    while parent_id:
+        node = journal.get(parent_id)
+        gate = gate_of(node)
+        chain.append(gate.added if gate else ())
+        parent_id = node.parent_id if node.operator is Operator.FEATURES else None
+    return list(dict.fromkeys(c for added in reversed(chain) for c in added
+                              if not c.startswith("-")))
+
+
 def _current(journal: Journal, parent_id: str | None) -> str:
     if parent_id is None:
         return "# The model now gets the feature columns above, as they are.\n"
-    gate = gate_of(journal.get(parent_id))
-    added = ", ".join(c for c in gate.added if not c.startswith("-")) if gate else ""
+    added = ", ".join(chain_columns(journal, parent_id))
     return ("# The data already has these columns from kept programs (never compute them "
             f"again): {added or 'none'}. Add new ones.\n")
 
@@ -149,12 +161,21 @@ class Features(FloorKind):
             max_tokens=MAX_TOKENS, temperature=proposal.temperature, seed=ctx.seed,
             tag=self.operator.value, stop=STOP)
 
-    def read(self, text: str, ctx: TaskContext) -> Parsed:
+    def read(self, text: str, ctx: TaskContext, proposal: Proposal,
+             journal: Journal) -> Parsed:
+        """The program, or why it is refused on its text; one that writes only columns its
+        chain of kept programs already adds is refused here, before it runs (the model
+        repeated those in 6 of one run's 15 programs when the prompt named only the last
+        program's columns)."""
         source = with_column_names(completed(program_source(text)), ctx.columns)
         problem = check_program(source, ctx.columns, ctx.target)
         if problem:
             return Parsed("", source, f"{REJECTED} {problem}")
         added = sorted(assigned_columns(ast.parse(source)))
+        kept = set(chain_columns(journal, proposal.parent_id))
+        if added and kept.issuperset(added):
+            return Parsed("", source, f"{REJECTED} it only computes columns that kept programs "
+                                      f"already add ({', '.join(added)}): add new ones")
         return Parsed(f"feature program adding {', '.join(added) or 'columns'}", source, "")
 
     def assembled(self, code: str, ctx: TaskContext, proposal: Proposal,

@@ -46,7 +46,8 @@ class Insights(OperatorKind):
                reflection: str = "") -> ChatPrompt:
         return insights_prompt(ctx, proposal)
 
-    def read(self, text: str, ctx: TaskContext) -> Parsed:
+    def read(self, text: str, ctx: TaskContext, proposal: Proposal,
+             journal: Journal) -> Parsed:
         parsed = parse_insights(text)
         if parsed.problem:
             return Parsed("", "", parsed.problem)
