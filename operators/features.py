@@ -92,6 +92,33 @@ def completed(source: str) -> str:
     return source
 
 
+def without_columns(source: str, columns: Sequence[str]) -> str:
+    """The program without its statements that write one of `columns` (the columns its chain
+    of kept programs adds, which stay as those programs made them): what is left is what the
+    program adds. A small model repeats the kept columns in most of its later programs. The
+    source as it is when it does not parse or writes none of them."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef)
+                     and n.name == FUNCTION), None)
+    if function is None or not columns:
+        return source
+    drop: set[int] = set()
+    for statement in function.body:
+        targets = statement.targets if isinstance(statement, ast.Assign) else []
+        if len(targets) == 1 and isinstance(targets[0], ast.Subscript):
+            names = _subscript_names(targets[0])
+            if names and set(names) <= set(columns):
+                drop.update(range(statement.lineno, (statement.end_lineno or
+                                                     statement.lineno) + 1))
+    if not drop:
+        return source
+    lines = source.splitlines(keepends=True)
+    return "".join(line for number, line in enumerate(lines, 1) if number not in drop)
+
+
 def _spelling(name: str) -> str:
     return re.sub(r"[^0-9a-z]+", "", name.lower())
 

@@ -23,6 +23,7 @@ from operators.features import (
     programs_block,
     reported_importances,
     with_column_names,
+    without_columns,
 )
 from operators.kinds import kind_of
 from operators.models import model_code
@@ -247,6 +248,19 @@ def _kept(node_id: str, parent: str | None, step: int, *added: str) -> Node:
         gate=Gate("b", (0.1,) * 4, True, "kept", added).to_json())
 
 
+def test_statements_writing_given_columns_are_dropped_and_the_rest_kept_as_written() -> None:
+    source = ('import numpy as np\n\ndef add_features(df):\n'
+              '    df["a"] = (df["x"]\n               / df["y"])\n'
+              '    df[["b"]] = df[["x"]]\n    df["c"] = np.log1p(df["a"])  # reads a\n'
+              '    return df\n')
+    assert without_columns(source, ["a", "b"]) == (
+        'import numpy as np\n\ndef add_features(df):\n'
+        '    df["c"] = np.log1p(df["a"])  # reads a\n    return df\n')
+    assert without_columns(source, []) == source
+    assert without_columns(source, ["z"]) == source
+    assert without_columns("def add_features(df:\n", ["a"]) == "def add_features(df:\n"
+
+
 def test_a_program_on_a_chain_is_told_every_kept_column_and_may_not_only_repeat_them() -> None:
     """On a chain of two kept programs, the prompt names the columns of both (it named the
     last one's alone, and the model recomputed the first one's in 6 of a run's 15 programs)."""
@@ -265,8 +279,13 @@ def test_a_program_on_a_chain_is_told_every_kept_column_and_may_not_only_repeat_
     refused = kind.read(f"```python\n{repeat}```", ctx, on_chain, journal)
     assert refused.problem == (f"{REJECTED} it only computes columns that kept programs "
                                "already add (area_per_room, rooms_x_area): add new ones")
+    # A program that repeats them and adds one more keeps only what it adds: the kept
+    # columns stay as the kept programs made them.
     one_new = repeat.replace("    return df", '    df["age"] = 2025 - df["built"]\n    return df')
-    assert kind.read(f"```python\n{one_new}```", ctx, on_chain, journal).problem == ""
+    parsed = kind.read(f"```python\n{one_new}```", ctx, on_chain, journal)
+    assert parsed.problem == "" and parsed.plan == "feature program adding age"
+    assert parsed.code == ('def add_features(df):\n    df["age"] = 2025 - df["built"]\n'
+                           '    return df\n')
     # The same program on the raw columns adds what it writes.
     raw = dataclasses.replace(on_chain, parent_id=None)
     assert kind.read(f"```python\n{repeat}```", ctx, raw, journal).problem == ""

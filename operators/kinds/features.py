@@ -24,6 +24,7 @@ from operators.features import (
     program_source,
     reported_importances,
     with_column_names,
+    without_columns,
 )
 from operators.harness import assemble
 from operators.kinds._base import EngineCode, FloorKind, register
@@ -163,20 +164,22 @@ class Features(FloorKind):
 
     def read(self, text: str, ctx: TaskContext, proposal: Proposal,
              journal: Journal) -> Parsed:
-        """The program, or why it is refused on its text; one that writes only columns its
-        chain of kept programs already adds is refused here, before it runs (the model
-        repeated those in 6 of one run's 15 programs when the prompt named only the last
-        program's columns)."""
+        """The program, or why it is refused on its text. Its statements that write a column
+        its chain of kept programs already adds are dropped (those stay as the kept programs
+        made them), and a program left with nothing to add is refused here, before it runs:
+        the model repeated kept columns in 6 of one run's 15 programs when the prompt named
+        only the last program's."""
         source = with_column_names(completed(program_source(text)), ctx.columns)
         problem = check_program(source, ctx.columns, ctx.target)
         if problem:
             return Parsed("", source, f"{REJECTED} {problem}")
-        added = sorted(assigned_columns(ast.parse(source)))
-        kept = set(chain_columns(journal, proposal.parent_id))
-        if added and kept.issuperset(added):
+        written = sorted(assigned_columns(ast.parse(source)))
+        trimmed = without_columns(source, chain_columns(journal, proposal.parent_id))
+        added = sorted(assigned_columns(ast.parse(trimmed)))
+        if written and not added:
             return Parsed("", source, f"{REJECTED} it only computes columns that kept programs "
-                                      f"already add ({', '.join(added)}): add new ones")
-        return Parsed(f"feature program adding {', '.join(added) or 'columns'}", source, "")
+                                      f"already add ({', '.join(written)}): add new ones")
+        return Parsed(f"feature program adding {', '.join(added) or 'columns'}", trimmed, "")
 
     def assembled(self, code: str, ctx: TaskContext, proposal: Proposal,
                   journal: Journal) -> EngineCode:
