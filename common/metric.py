@@ -35,7 +35,8 @@ POSITIVE_WORDS = frozenset({"1", "yes", "true", "positive"})
 _LOG_LOSS_EPS = 1e-15
 
 Formula = Callable[[np.ndarray, np.ndarray, "pd.DataFrame | None", Sequence[str]], float]
-Resampled = Callable[[np.ndarray, np.ndarray, Sequence[str], np.ndarray], np.ndarray]
+Resampled = Callable[[np.ndarray, np.ndarray, "pd.DataFrame | None", Sequence[str], np.ndarray],
+                     np.ndarray]
 
 
 def label_str(value: object) -> str:
@@ -139,11 +140,17 @@ def _roc_auc(truth: np.ndarray, pred: np.ndarray, proba: pd.DataFrame | None,
 
 def _log_loss(truth: np.ndarray, pred: np.ndarray, proba: pd.DataFrame | None,
               labels: Sequence[str]) -> float:
+    return float(np.mean(_log_losses(truth, proba, labels)))
+
+
+def _log_losses(truth: np.ndarray, proba: pd.DataFrame | None,
+                labels: Sequence[str]) -> np.ndarray:
+    """Each row's log loss: what the metric averages."""
     proba = _needs(proba, "log_loss")
     if len(labels) == 2:
         p_positive = np.clip(_positive_proba(proba, labels), _LOG_LOSS_EPS, 1 - _LOG_LOSS_EPS)
         p_true = np.where(truth == positive_label(labels), p_positive, 1 - p_positive)
-        return float(-np.mean(np.log(p_true)))
+        return np.asarray(-np.log(p_true))
     index = {label: i for i, label in enumerate(labels)}
     unknown = sorted(set(truth) - set(index))
     if unknown:
@@ -154,37 +161,38 @@ def _log_loss(truth: np.ndarray, pred: np.ndarray, proba: pd.DataFrame | None,
     matrix = matrix / matrix.sum(axis=1, keepdims=True)
     rows = np.arange(len(truth))
     cols = np.asarray([index[label] for label in truth])
-    return float(-np.mean(np.log(matrix[rows, cols])))
+    return np.asarray(-np.log(matrix[rows, cols]))
 
 
 # --- resampled forms --------------------------------------------------------------------------
 
 
-def _rmse_resampled(truth: np.ndarray, pred: np.ndarray, labels: Sequence[str],
-                    counts: np.ndarray) -> np.ndarray:
+def _rmse_resampled(truth: np.ndarray, pred: np.ndarray, proba: pd.DataFrame | None,
+                    labels: Sequence[str], counts: np.ndarray) -> np.ndarray:
     return np.asarray(np.sqrt(counts @ (truth - pred) ** 2 / counts.shape[1]))
 
 
-def _mae_resampled(truth: np.ndarray, pred: np.ndarray, labels: Sequence[str],
-                   counts: np.ndarray) -> np.ndarray:
+def _mae_resampled(truth: np.ndarray, pred: np.ndarray, proba: pd.DataFrame | None,
+                   labels: Sequence[str], counts: np.ndarray) -> np.ndarray:
     return np.asarray(counts @ np.abs(truth - pred) / counts.shape[1])
 
 
-def _r2_resampled(truth: np.ndarray, pred: np.ndarray, labels: Sequence[str],
-                  counts: np.ndarray) -> np.ndarray:
+def _r2_resampled(truth: np.ndarray, pred: np.ndarray, proba: pd.DataFrame | None,
+                  labels: Sequence[str], counts: np.ndarray) -> np.ndarray:
     n = counts.shape[1]
     spread = counts @ truth**2 / n - (counts @ truth / n) ** 2
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.asarray(1.0 - (counts @ (truth - pred) ** 2 / n) / spread)
 
 
-def _accuracy_resampled(truth: np.ndarray, pred: np.ndarray, labels: Sequence[str],
-                        counts: np.ndarray) -> np.ndarray:
+def _accuracy_resampled(truth: np.ndarray, pred: np.ndarray, proba: pd.DataFrame | None,
+                        labels: Sequence[str], counts: np.ndarray) -> np.ndarray:
     return np.asarray(counts @ (truth == pred) / counts.shape[1])
 
 
-def _f1_resampled(truth: np.ndarray, pred: np.ndarray, labels: Sequence[str],
-                  counts: np.ndarray, *, weighted: bool = False) -> np.ndarray:
+def _f1_resampled(truth: np.ndarray, pred: np.ndarray, proba: pd.DataFrame | None,
+                  labels: Sequence[str], counts: np.ndarray, *,
+                  weighted: bool = False) -> np.ndarray:
     n = counts.shape[1]
     total = np.zeros(len(counts))
     for label in (list(labels) if weighted else [positive_label(labels)]):
@@ -196,9 +204,14 @@ def _f1_resampled(truth: np.ndarray, pred: np.ndarray, labels: Sequence[str],
     return total
 
 
-def _f1_weighted_resampled(truth: np.ndarray, pred: np.ndarray, labels: Sequence[str],
-                           counts: np.ndarray) -> np.ndarray:
-    return _f1_resampled(truth, pred, labels, counts, weighted=True)
+def _f1_weighted_resampled(truth: np.ndarray, pred: np.ndarray, proba: pd.DataFrame | None,
+                           labels: Sequence[str], counts: np.ndarray) -> np.ndarray:
+    return _f1_resampled(truth, pred, proba, labels, counts, weighted=True)
+
+
+def _log_loss_resampled(truth: np.ndarray, pred: np.ndarray, proba: pd.DataFrame | None,
+                        labels: Sequence[str], counts: np.ndarray) -> np.ndarray:
+    return np.asarray(counts @ _log_losses(truth, proba, labels) / counts.shape[1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +252,7 @@ class MetricSpec:
         """The raw value on each resample, a row of `counts` (how often each row was drawn)."""
         if self.resampled is not None:
             truth, pred = self._arrays(y_true, y_pred)
-            return self.resampled(truth, pred, labels, counts)
+            return self.resampled(truth, pred, proba, labels, counts)
         truth_s = pd.Series(list(y_true))
         pred_s = pd.Series(list(y_pred))
         out = []
@@ -271,7 +284,7 @@ METRICS: dict[str, MetricSpec] = {
                    description="share of correct labels"),
         MetricSpec("roc_auc", True, _CLS, _roc_auc, 1.0, needs_proba=True,
                    description="ROC AUC (one-vs-rest, weighted, for multiclass)"),
-        MetricSpec("log_loss", False, _CLS, _log_loss, 0.0, needs_proba=True,
+        MetricSpec("log_loss", False, _CLS, _log_loss, 0.0, _log_loss_resampled, needs_proba=True,
                    description="cross-entropy"),
         MetricSpec("rmse", False, _REG, _rmse, 0.0, _rmse_resampled,
                    description="root mean squared error"),

@@ -8,7 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.evaluation.blend import blend, cross_fitted, select_weights
+from engine.evaluation.blend import (
+    blend,
+    blend_scorer,
+    cross_fitted,
+    prediction_matrix,
+    select_weights,
+)
 from engine.evaluation.scoring import combine_predictions, submission_metric
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 
@@ -86,3 +92,39 @@ def test_probabilities_average_and_labels_vote(tmp_path: Path) -> None:
     assert combine_predictions(task, only_labels)["prediction"].tolist() == ["a", "b", "a"]
     assert combine_predictions(task, only_labels, [1, 1, 3])["prediction"].tolist() == [
         "c", "a", "a"]
+
+
+@pytest.mark.parametrize(("kind", "metric", "with_proba"), [
+    ("regression", "rmse", True), ("regression", "r2", True), ("binary", "roc_auc", True),
+    ("binary", "f1", True), ("binary", "f1", False), ("multiclass", "log_loss", True),
+    ("multiclass", "f1_weighted", False), ("multiclass", "accuracy", True),
+])
+def test_each_rounds_score_is_the_score_of_the_blend_it_makes(
+        tmp_path: Path, kind: str, metric: str, with_proba: bool) -> None:
+    """select_weights scores a blended matrix without building its frame: the same number as
+    scoring the blend that those weights give."""
+    rng = np.random.default_rng(4)
+    n = 120
+    target = {"regression": pd.Series(rng.normal(size=n)),
+              "binary": pd.Series(rng.choice(["no", "yes"], n)),
+              "multiclass": pd.Series(rng.choice(["a", "b", "c"], n))}[kind]
+    task = make_task(tmp_path, target, metric)
+    truth = task.valid_y.reset_index(drop=True)
+    frames = {}
+    for name in ("m1", "m2", "m3"):
+        if kind == "regression":
+            frames[name] = pd.DataFrame({"prediction": truth + rng.normal(size=len(truth))})
+            continue
+        proba = rng.dirichlet(np.ones(len(task.labels)), size=len(truth))
+        frame = pd.DataFrame({"prediction": np.asarray(task.labels)[proba.argmax(axis=1)]})
+        if with_proba:
+            for i, label in enumerate(task.labels):
+                frame[f"proba_{label}"] = proba[:, i]
+        frames[name] = frame
+    score = blend_scorer(task, frames["m1"], truth)
+    for weights in ({"m1": 1}, {"m1": 2, "m3": 1}, {"m1": 1, "m2": 1, "m3": 3}):
+        matrix = sum(w * prediction_matrix(task, frames[i]) for i, w in weights.items()) / sum(
+            weights.values())
+        made = blend(task, frames, weights)
+        assert score(matrix) == pytest.approx(
+            task.metric.normalise(submission_metric(task, made, truth)), rel=1e-12)

@@ -227,6 +227,7 @@ def test_the_headline_names_the_answer_and_the_unchosen_best(task: PreparedTask)
 @pytest.mark.parametrize(("kind", "metric"), [
     ("binary", "accuracy"), ("binary", "f1"), ("multiclass", "f1_weighted"),
     ("multiclass", "accuracy"), ("binary", "roc_auc"), ("multiclass", "log_loss"),
+    ("binary", "log_loss"),
     ("regression", "rmse"), ("regression", "mae"), ("regression", "r2"),
 ])
 def test_resampled_scores_equal_the_scorer_on_each_resample(

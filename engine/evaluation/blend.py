@@ -19,11 +19,12 @@ groups' rows, so no row scores weights it helped choose.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
 
+from common.metric import label_str
 from engine.evaluation.scoring import (
     HeldOut,
     combine_predictions,
@@ -37,7 +38,7 @@ from search.node import PROBA_PREFIX
 SIZE = 25  # rounds of selection: weights in steps of 1/25 at the finest
 
 
-def _matrix(task: PreparedTask, frame: pd.DataFrame) -> np.ndarray:
+def prediction_matrix(task: PreparedTask, frame: pd.DataFrame) -> np.ndarray:
     """What is averaged: the number, the probability columns, or one-hot labels."""
     if task.task_type == "regression":
         return frame[["prediction"]].to_numpy(dtype=float)
@@ -47,20 +48,33 @@ def _matrix(task: PreparedTask, frame: pd.DataFrame) -> np.ndarray:
     return label_matrix(task, frame["prediction"])
 
 
-def _frame(task: PreparedTask, matrix: np.ndarray, like: pd.DataFrame) -> pd.DataFrame:
-    if task.task_type == "regression":
-        return pd.DataFrame({"prediction": matrix[:, 0]})
-    columns = [c for c in like.columns if c.startswith(PROBA_PREFIX)]
-    if columns:
-        proba = pd.DataFrame(matrix, columns=columns)
-        return pd.concat([pd.DataFrame({"prediction": labels_from_proba(task, proba)}), proba],
-                         axis=1)
-    return pd.DataFrame({"prediction": np.asarray(task.labels, dtype=object)[
-        matrix.argmax(axis=1)]})
-
-
 def _score(task: PreparedTask, frame: pd.DataFrame, truth: pd.Series) -> float:
     return task.metric.normalise(submission_metric(task, frame, truth))
+
+
+def blend_scorer(task: PreparedTask, like: pd.DataFrame,
+                 truth: pd.Series) -> Callable[[np.ndarray], float]:
+    """The normalised score on `truth` of a blended matrix (`prediction_matrix`'s form): the
+    score of the blend those weights make (`blend`), with the labels read once instead of a
+    frame built and read at every candidate of every round."""
+    spec, labels = task.metric, task.labels
+    if task.task_type == "regression":
+        numbers = truth.to_numpy(dtype=float)
+        return lambda matrix: spec.normalise(spec.formula(numbers, matrix[:, 0], None, labels))
+    classes = np.asarray([label_str(v) for v in truth], dtype=object)
+    columns = [c for c in like.columns if c.startswith(PROBA_PREFIX)]
+    names = [c.removeprefix(PROBA_PREFIX) for c in columns]
+
+    def score(matrix: np.ndarray) -> float:
+        if columns:
+            predicted = labels_from_proba(task, pd.DataFrame(matrix, columns=columns))
+            proba = pd.DataFrame(matrix, columns=names) if spec.needs_proba else None
+        else:
+            predicted = np.asarray(labels, dtype=object)[matrix.argmax(axis=1)]
+            proba = None
+        return spec.normalise(spec.formula(classes, predicted, proba, labels))
+
+    return score
 
 
 def select_weights(task: PreparedTask, candidates: Mapping[str, pd.DataFrame],
@@ -72,15 +86,15 @@ def select_weights(task: PreparedTask, candidates: Mapping[str, pd.DataFrame],
     if not ids:
         return {}
     like = candidates[ids[0]]
-    matrices = {i: _matrix(task, candidates[i]) for i in ids}
+    matrices = {i: prediction_matrix(task, candidates[i]) for i in ids}
     alone = {i: _score(task, candidates[i], truth) for i in ids}
     ids.sort(key=lambda i: -alone[i])  # ties go to the better single model
+    blended = blend_scorer(task, like, truth)
     total = np.zeros_like(matrices[ids[0]])
     picks: list[str] = []
     best_score, best_round = -np.inf, 0
     for round_ in range(1, size + 1):
-        scored = [(_score(task, _frame(task, (total + matrices[i]) / round_, like), truth), i)
-                  for i in ids]
+        scored = [(blended((total + matrices[i]) / round_), i) for i in ids]
         score, choice = max(scored, key=lambda pair: (pair[0], -ids.index(pair[1])))
         total = total + matrices[choice]
         picks.append(choice)
