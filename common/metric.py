@@ -209,6 +209,46 @@ def _f1_weighted_resampled(truth: np.ndarray, pred: np.ndarray, proba: pd.DataFr
     return _f1_resampled(truth, pred, proba, labels, counts, weighted=True)
 
 
+def _auc_resampled(positive: np.ndarray, scores: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """ROC AUC of `scores` for the rows marked `positive`, on every resample at once: the
+    Mann-Whitney count with each row weighted by how often it was drawn (a tie counts half).
+    NaN on a resample that drew one class only."""
+    values, group = np.unique(scores, return_inverse=True)
+    # per resample and score value: how many negatives were drawn with that score
+    negatives = np.zeros((len(values), len(counts)))
+    np.add.at(negatives, group[~positive], counts[:, ~positive].T)
+    below = np.cumsum(negatives, axis=0) - negatives  # negatives drawn with a lower score
+    beaten = (below + 0.5 * negatives)[group[positive]].T  # per resample, per positive row
+    wins = (counts[:, positive] * beaten).sum(axis=1)
+    pairs = counts[:, positive].sum(axis=1) * counts[:, ~positive].sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(pairs > 0, wins / pairs, np.nan)
+
+
+def _roc_auc_resampled(truth: np.ndarray, pred: np.ndarray, proba: pd.DataFrame | None,
+                       labels: Sequence[str], counts: np.ndarray) -> np.ndarray:
+    """`_roc_auc` on every resample: binary, or one-vs-rest weighted by each class's drawn
+    support, leaving out a class that a resample drew none or all of."""
+    proba = _needs(proba, "roc_auc")
+    if len(labels) == 2:
+        return _auc_resampled(truth == positive_label(labels), _positive_proba(proba, labels),
+                              counts)
+    total = np.zeros(len(counts))
+    weight = np.zeros(len(counts))
+    drawn = counts.sum(axis=1)
+    for label in labels:
+        is_label = truth == label
+        support = counts[:, is_label].sum(axis=1)
+        counted = (support > 0) & (support < drawn)
+        if not counted.any():
+            continue
+        auc = _auc_resampled(is_label, proba[label].to_numpy(dtype=float), counts)
+        total += np.where(counted, support * np.nan_to_num(auc), 0.0)
+        weight += np.where(counted, support, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(weight > 0, total / weight, np.nan)
+
+
 def _log_loss_resampled(truth: np.ndarray, pred: np.ndarray, proba: pd.DataFrame | None,
                         labels: Sequence[str], counts: np.ndarray) -> np.ndarray:
     return np.asarray(counts @ _log_losses(truth, proba, labels) / counts.shape[1])
@@ -282,7 +322,7 @@ METRICS: dict[str, MetricSpec] = {
                    description="support-weighted F1 over classes"),
         MetricSpec("accuracy", True, _CLS, _accuracy, 1.0, _accuracy_resampled,
                    description="share of correct labels"),
-        MetricSpec("roc_auc", True, _CLS, _roc_auc, 1.0, needs_proba=True,
+        MetricSpec("roc_auc", True, _CLS, _roc_auc, 1.0, _roc_auc_resampled, needs_proba=True,
                    description="ROC AUC (one-vs-rest, weighted, for multiclass)"),
         MetricSpec("log_loss", False, _CLS, _log_loss, 0.0, _log_loss_resampled, needs_proba=True,
                    description="cross-entropy"),

@@ -230,8 +230,9 @@ def test_the_headline_names_the_answer_and_the_unchosen_best(task: PreparedTask)
     ("binary", "log_loss"),
     ("regression", "rmse"), ("regression", "mae"), ("regression", "r2"),
 ])
+@pytest.mark.parametrize("digits", [None, 1])  # 1: probabilities rounded, many ties
 def test_resampled_scores_equal_the_scorer_on_each_resample(
-        tmp_path: Path, kind: str, metric: str) -> None:
+        tmp_path: Path, kind: str, metric: str, digits: int | None) -> None:
     rng = np.random.default_rng(3)
     x = rng.normal(size=400)
     y: object = {"binary": np.where(x > 0, "yes", "no"),
@@ -244,6 +245,8 @@ def test_resampled_scores_equal_the_scorer_on_each_resample(
         frame = pd.DataFrame({"prediction": task.valid_y.to_numpy() + rng.normal(size=n)})
     else:
         proba = rng.dirichlet(np.ones(len(task.labels)), size=n)
+        if digits is not None:
+            proba = proba.round(digits)
         frame = pd.DataFrame({"prediction": np.asarray(task.labels)[proba.argmax(axis=1)]})
         for i, label in enumerate(task.labels):
             frame[f"proba_{label}"] = proba[:, i]
