@@ -29,7 +29,7 @@ from engine.evaluation.scoring import (
     HeldOut,
     combine_predictions,
     label_matrix,
-    labels_from_proba,
+    labels_from_matrix,
     submission_metric,
 )
 from engine.task.prepare import PreparedTask
@@ -76,7 +76,7 @@ def blend_scorer(task: PreparedTask, like: pd.DataFrame,
 
     def score(matrix: np.ndarray) -> float:
         if columns:
-            predicted = labels_from_proba(task, pd.DataFrame(matrix, columns=columns))
+            predicted = labels_from_matrix(task, matrix, names)
             proba = pd.DataFrame(matrix, columns=names) if spec.needs_proba else None
         else:
             predicted = np.asarray(labels, dtype=object)[matrix.argmax(axis=1)]

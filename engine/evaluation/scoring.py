@@ -220,12 +220,18 @@ def label_matrix(task: PreparedTask, labels: pd.Series) -> np.ndarray:
 def labels_from_proba(task: PreparedTask, proba: pd.DataFrame) -> np.ndarray:
     """The most probable class of each row (binary with the positive class's column alone:
     positive from 0.5)."""
-    if len(proba.columns) == 1:
+    return labels_from_matrix(task, proba.to_numpy(),
+                              [c.removeprefix(PROBA_PREFIX) for c in proba.columns])
+
+
+def labels_from_matrix(task: PreparedTask, matrix: np.ndarray,
+                       classes: list[str]) -> np.ndarray:
+    """`labels_from_proba` of probabilities held as a matrix whose columns are `classes`."""
+    if len(classes) == 1:
         positive = positive_label(task.labels)
         negative = next(label for label in task.labels if label != positive)
-        return np.where(proba.iloc[:, 0].to_numpy() >= 0.5, positive, negative).astype(object)
-    labels = np.asarray([c.removeprefix(PROBA_PREFIX) for c in proba.columns], dtype=object)
-    return labels[proba.to_numpy().argmax(axis=1)]
+        return np.where(matrix[:, 0] >= 0.5, positive, negative).astype(object)
+    return np.asarray(classes, dtype=object)[matrix.argmax(axis=1)]
 
 
 def read_stacked(task: PreparedTask, csv_bytes: bytes | None, split: str, rows: int,
