@@ -24,6 +24,7 @@ from operators.features import (
     reported_importances,
     with_column_names,
     without_columns,
+    without_text_arithmetic,
 )
 from operators.kinds import kind_of
 from operators.models import model_code
@@ -259,6 +260,55 @@ def test_statements_writing_given_columns_are_dropped_and_the_rest_kept_as_writt
     assert without_columns(source, []) == source
     assert without_columns(source, ["z"]) == source
     assert without_columns("def add_features(df:\n", ["a"]) == "def add_features(df:\n"
+
+
+def test_statements_doing_arithmetic_on_text_are_dropped_and_named() -> None:
+    """The statements of a credit-g run's programs that raised on the rows, beside ones that
+    run: the first kind go, the second stay as written."""
+    source = ('def add_features(df):\n'
+              '    df["ratio"] = df["credit_amount"] / df["savings_status"]\n'
+              '    df["age_minus_duration"] = df["age"] - df["duration"]\n'
+              '    df["checking"] = df["duration"] / df["checking_status"].astype(float)\n'
+              '    df["is_business"] = df["purpose"] == "business" * 1.0\n'
+              '    df["flag"] = (df["purpose"] == "business") * 1.0\n'
+              '    df["pair"] = df["purpose"] + "_" + df["housing"]\n'
+              '    df["text"] = df["purpose"].astype(str)\n'
+              '    return df\n')
+    trimmed, named = without_text_arithmetic(
+        source, ["savings_status", "checking_status", "purpose", "housing"])
+    assert trimmed == ('def add_features(df):\n'
+                       '    df["age_minus_duration"] = df["age"] - df["duration"]\n'
+                       '    df["flag"] = (df["purpose"] == "business") * 1.0\n'
+                       '    df["pair"] = df["purpose"] + "_" + df["housing"]\n'
+                       '    df["text"] = df["purpose"].astype(str)\n'
+                       '    return df\n')
+    assert named == ["savings_status", "checking_status"]
+    # With no text column, a string added to a column is arithmetic too.
+    assert without_text_arithmetic(source, []) == (
+        source.replace('    df["is_business"] = df["purpose"] == "business" * 1.0\n', "")
+        .replace('    df["pair"] = df["purpose"] + "_" + df["housing"]\n', ""), [])
+
+
+def test_a_program_of_text_arithmetic_alone_is_refused_and_its_rest_must_stand() -> None:
+    ctx = TaskContext(preview="credit", target="class", task_type="binary", metric="roc_auc",
+                      maximize=True, columns=("age", "duration", "purpose"),
+                      text_columns=("purpose",))
+    kind = kind_of(Operator.FEATURES)
+    root = Proposal(Operator.FEATURES, None, 0.7, idea="b", family="lgbm")
+    journal = Journal([make_node("b", operator=Operator.BASELINE)])
+    only = 'def add_features(df):\n    df["p"] = df["purpose"] * 2\n    return df\n'
+    refused = kind.read(f"```python\n{only}```", ctx, root, journal)
+    assert refused.problem == (f"{REJECTED} it does arithmetic on text (purpose), which fails "
+                               "on the rows: compare a text column with one of its values "
+                               "instead, as (df[column] == value)")
+    uses_it = ('def add_features(df):\n    df["p"] = df["purpose"] * 2\n'
+               '    df["q"] = df["p"] + df["age"]\n    return df\n')
+    assert kind.read(f"```python\n{uses_it}```", ctx, root, journal).problem == (
+        f"{REJECTED} it names a column 'p' that the rows do not have")
+    mixed = ('def add_features(df):\n    df["p"] = df["purpose"] * 2\n'
+             '    df["per_year"] = df["duration"] / (df["age"] + 1e-9)\n    return df\n')
+    parsed = kind.read(f"```python\n{mixed}```", ctx, root, journal)
+    assert parsed.problem == "" and parsed.plan == "feature program adding per_year"
 
 
 def test_a_program_on_a_chain_is_told_every_kept_column_and_may_not_only_repeat_them() -> None:

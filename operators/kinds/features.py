@@ -25,6 +25,7 @@ from operators.features import (
     reported_importances,
     with_column_names,
     without_columns,
+    without_text_arithmetic,
 )
 from operators.harness import assemble
 from operators.kinds._base import EngineCode, FloorKind, register
@@ -164,22 +165,32 @@ class Features(FloorKind):
 
     def read(self, text: str, ctx: TaskContext, proposal: Proposal,
              journal: Journal) -> Parsed:
-        """The program, or why it is refused on its text. Its statements that write a column
-        its chain of kept programs already adds are dropped (those stay as the kept programs
-        made them), and a program left with nothing to add is refused here, before it runs:
-        the model repeated kept columns in 6 of one run's 15 programs when the prompt named
-        only the last program's."""
+        """The program, or why it is refused on its text. Two kinds of statement are dropped
+        from it: those that write a column its chain of kept programs already adds (those stay
+        as the kept programs made them; the model repeated kept columns in 6 of one run's 15
+        programs when the prompt named only the last program's), and those that do arithmetic
+        on text, which would fail on the rows. A program left with nothing to add, or whose
+        rest names what a dropped statement made, is refused here, before it runs."""
         source = with_column_names(completed(program_source(text)), ctx.columns)
         problem = check_program(source, ctx.columns, ctx.target)
         if problem:
             return Parsed("", source, f"{REJECTED} {problem}")
         written = sorted(assigned_columns(ast.parse(source)))
         trimmed = without_columns(source, chain_columns(journal, proposal.parent_id))
-        added = sorted(assigned_columns(ast.parse(trimmed)))
-        if written and not added:
+        if written and not assigned_columns(ast.parse(trimmed)):
             return Parsed("", source, f"{REJECTED} it only computes columns that kept programs "
                                       f"already add ({', '.join(written)}): add new ones")
-        return Parsed(f"feature program adding {', '.join(added) or 'columns'}", trimmed, "")
+        trimmed, on_text = without_text_arithmetic(trimmed, ctx.text_columns)
+        added = sorted(assigned_columns(ast.parse(trimmed)))
+        if not added:
+            on = f" ({', '.join(on_text)})" if on_text else ""
+            return Parsed("", source, f"{REJECTED} it does arithmetic on text{on}, which fails "
+                                      "on the rows: compare a text column with one of its "
+                                      "values instead, as (df[column] == value)")
+        problem = check_program(trimmed, ctx.columns, ctx.target)  # what is left must stand
+        if problem:
+            return Parsed("", trimmed, f"{REJECTED} {problem}")
+        return Parsed(f"feature program adding {', '.join(added)}", trimmed, "")
 
     def assembled(self, code: str, ctx: TaskContext, proposal: Proposal,
                   journal: Journal) -> EngineCode:
