@@ -150,6 +150,27 @@ def without_text_arithmetic(source: str, text_columns: Sequence[str]) -> tuple[s
     return trimmed, list(dict.fromkeys(named))
 
 
+def does_something(source: str) -> bool:
+    """Whether add_features does anything but hand its frame back (a docstring, `pass` and
+    `return df` do nothing); True for a source that does not parse or has no such function,
+    which the checks refuse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return True
+    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef)
+                     and n.name == FUNCTION), None)
+    if function is None:
+        return True
+    def idle(statement: ast.stmt) -> bool:
+        if isinstance(statement, ast.Return):  # `return df` does nothing, `return df.drop(...)`
+            return statement.value is None or isinstance(statement.value, ast.Name)
+        return isinstance(statement, ast.Pass) or (
+            isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))
+
+    return not all(idle(s) for s in function.body)
+
+
 def _without_statements(source: str, drop: Callable[[ast.stmt], bool]) -> str:
     """The program without the statements of add_features' body that `drop` picks, the
     other lines as written; as it is when it does not parse."""

@@ -339,3 +339,8 @@ def test_a_program_on_a_chain_is_told_every_kept_column_and_may_not_only_repeat_
     # The same program on the raw columns adds what it writes.
     raw = dataclasses.replace(on_chain, parent_id=None)
     assert kind.read(f"```python\n{repeat}```", ctx, raw, journal).problem == ""
+    # A program that drops or retypes without writing a new column still does something.
+    drops = repeat.replace("    return df", '    df = df.drop(columns=["city"])\n    return df')
+    assert kind.read(f"```python\n{drops}```", ctx, on_chain, journal).problem == ""
+    only_drop = 'def add_features(df):\n    return df.drop(columns=["built"])\n'
+    assert kind.read(f"```python\n{only_drop}```", ctx, raw, journal).problem == ""

@@ -20,6 +20,7 @@ from operators.features import (
     assigned_columns,
     check_program,
     completed,
+    does_something,
     feature_programs,
     program_source,
     reported_importances,
@@ -176,13 +177,12 @@ class Features(FloorKind):
         if problem:
             return Parsed("", source, f"{REJECTED} {problem}")
         written = sorted(assigned_columns(ast.parse(source)))
-        trimmed = without_columns(source, chain_columns(journal, proposal.parent_id))
-        if written and not assigned_columns(ast.parse(trimmed)):
+        new = without_columns(source, chain_columns(journal, proposal.parent_id))
+        if not does_something(new):
             return Parsed("", source, f"{REJECTED} it only computes columns that kept programs "
                                       f"already add ({', '.join(written)}): add new ones")
-        trimmed, on_text = without_text_arithmetic(trimmed, ctx.text_columns)
-        added = sorted(assigned_columns(ast.parse(trimmed)))
-        if not added:
+        trimmed, on_text = without_text_arithmetic(new, ctx.text_columns)
+        if not does_something(trimmed):
             on = f" ({', '.join(on_text)})" if on_text else ""
             return Parsed("", source, f"{REJECTED} it does arithmetic on text{on}, which fails "
                                       "on the rows: compare a text column with one of its "
@@ -190,7 +190,8 @@ class Features(FloorKind):
         problem = check_program(trimmed, ctx.columns, ctx.target)  # what is left must stand
         if problem:
             return Parsed("", trimmed, f"{REJECTED} {problem}")
-        return Parsed(f"feature program adding {', '.join(added)}", trimmed, "")
+        added = sorted(assigned_columns(ast.parse(trimmed)))
+        return Parsed(f"feature program adding {', '.join(added) or 'columns'}", trimmed, "")
 
     def assembled(self, code: str, ctx: TaskContext, proposal: Proposal,
                   journal: Journal) -> EngineCode:
