@@ -69,6 +69,7 @@ def shared_ray() -> Iterator[None]:
 SCRIPTED_RUN_FILES = frozenset({
     "tests/test_outputs.py", "tests/test_predict.py", "tests/test_bundle.py",
     "tests/test_tree_html_browser.py", "tests/test_serve.py", "tests/test_latency.py",
+    "tests/test_closing_benchmark.py",
 })
 
 
