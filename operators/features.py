@@ -85,8 +85,12 @@ def completed(source: str) -> str:
         if whole and any(isinstance(n, ast.Return) and n.value is not None
                          for n in ast.walk(function)):
             return source
-        if not whole and isinstance(function.body[-1], ast.Return):
-            return text
+        last = function.body[-1]
+        if isinstance(last, ast.Return):
+            if last.value is not None:
+                return text
+            # a bare `return`: the reply was cut inside `return df` (it returned None)
+            text = "".join(text.splitlines(keepends=True)[:last.lineno - 1])
         argument = function.args.args[0].arg if function.args.args else "df"
         return text + f"    return {argument}\n"
     return source

@@ -105,6 +105,8 @@ def test_a_program_cut_at_the_token_cap_keeps_its_whole_statements() -> None:
     assert completed(GOOD) == GOOD
     forgot = 'def add_features(df):\n    df["b"] = df["area"] * 2\n'
     assert completed(forgot) == forgot + "    return df\n"
+    # Cut inside `return df`: a bare return hands back None (2 of a wine run's 15 programs).
+    assert completed(forgot + "    return") == forgot + "    return df\n"
     assert completed("not python at all (") == "not python at all ("
 
 
