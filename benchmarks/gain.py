@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from benchmarks.run import FLOOR
 from benchmarks.stats import mean, paired_interval, same, sd
+from benchmarks.table import whole
 from engine.evaluation.scoring import read_submission
 from engine.evaluation.select import resample_counts, resampled_scores
 from engine.records.store import RunStore
@@ -79,8 +79,8 @@ def llm_gains(rows: pd.DataFrame, maximize: dict[str, bool],
     runs: dict[str, dict[str, dict[int, list[tuple[int, str, float]]]]] = {}
     for row in rows[rows.kind == "policy"].to_dict("records"):
         runs.setdefault(str(row["task"]), {}).setdefault(str(row["method"]), {}).setdefault(
-            _int(row.get("fold")), []).append(
-                (_int(row.get("seed")), str(row["run_dir"]), float(row["test"])))
+            whole(row.get("fold")), []).append(
+                (whole(row.get("seed")), str(row["run_dir"]), float(row["test"])))
     gains = []
     for task, methods in runs.items():
         floor = methods.get(FLOOR, {})
@@ -140,7 +140,3 @@ def answer_gain_interval(off_dir: Path, on_dir: Path) -> Interval | None:
     counts = resample_counts(len(truth), INTERVAL_RESAMPLES)
     off_scores, on_scores = (resampled_scores(task, run[2], counts, truth) for run in (off, on))
     return paired_interval(off_scores, on_scores, task.metric.maximize)
-
-
-def _int(value: Any) -> int:
-    return 0 if value is None or pd.isna(value) else int(value)

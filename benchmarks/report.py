@@ -32,6 +32,7 @@ import pandas as pd
 from benchmarks.gain import llm_gains, run_interval
 from benchmarks.run import FLOOR
 from benchmarks.stats import mean, rounded, same, sd
+from benchmarks.table import whole
 from common.errors import EngineError, UserError, error_exit
 from common.metric import METRICS, normalised_score
 
@@ -282,7 +283,7 @@ def render(rows: pd.DataFrame, failed: pd.DataFrame, figures: dict[str, str],
     lines += ["", "## Runs", "",
               "valid: a search's best valid score; a baseline's own estimate (optuna: 5-fold "
               "CV; autogluon, flaml: their internal validation; lgbm: none).", ""]
-    body = [[str(r["task"]), str(_int(r.get("fold"))), str(r["method"]), str(r["seed"]),
+    body = [[str(r["task"]), str(whole(r.get("fold"))), str(r["method"]), str(r["seed"]),
              _fmt(_float(r["valid"])), _fmt(float(r["test"])),
              f"{int(r['nodes'])} ({int(r['ok_nodes'])})",
              str(int(r["prompt_tokens"]) + int(r["completion_tokens"])),
@@ -294,7 +295,7 @@ def render(rows: pd.DataFrame, failed: pd.DataFrame, figures: dict[str, str],
     if len(failed):
         lines += ["", "## Failed runs", ""]
         lines += _table(["task", "fold", "method", "seed", "error"],
-                        [[str(r["task"]), str(_int(r.get("fold"))), str(r["method"]),
+                        [[str(r["task"]), str(whole(r.get("fold"))), str(r["method"]),
                           str(r["seed"]), str(r["error"]).replace("|", "/")[:200]]
                          for r in failed.to_dict("records")])
     return "\n".join(lines) + "\n"
@@ -366,10 +367,6 @@ def wall_time(rows: pd.DataFrame, methods: list[str]) -> list[list[str]]:
 
 def _float(value: Any) -> float | None:
     return None if value is None or pd.isna(value) else float(value)
-
-
-def _int(value: Any) -> int:
-    return 0 if value is None or pd.isna(value) else int(value)
 
 
 def _mean_of(values: list[float]) -> float | None:

@@ -54,6 +54,12 @@ def measure_run(run_dir: Path) -> dict[str, Any]:
     }
 
 
+def whole(value: Any) -> int:
+    """A whole-number cell of the results table (a fold, a seed), 0 when missing (rows written
+    before the column existed)."""
+    return 0 if value is None or pd.isna(value) else int(value)
+
+
 def load_results(path: Path) -> pd.DataFrame:
     if not path.is_file():
         return pd.DataFrame(columns=list(COLUMNS))

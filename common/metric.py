@@ -17,8 +17,8 @@ labels. Formula rules:
   positive class's probability clipped to [1e-15, 1 - 1e-15]).
 
 A resampled form scores many bootstrap resamples at once: `counts` holds one resample per row
-(how often each row was drawn), so one matrix product scores them all. Metrics without one
-(roc_auc, log_loss) are scored resample by resample.
+(how often each row was drawn), so one matrix product scores them all (roc_auc: the
+Mann-Whitney count with each row weighted by its draws). Every metric has one.
 """
 
 from __future__ import annotations
@@ -261,7 +261,7 @@ class MetricSpec:
     task_types: tuple[str, ...]
     formula: Formula
     perfect: float  # the best value it can take (a node reaching it is flagged)
-    resampled: Resampled | None = None
+    resampled: Resampled  # the same value on many bootstrap resamples at once
     needs_proba: bool = False
     description: str = ""
 
@@ -290,18 +290,8 @@ class MetricSpec:
                         y_pred: Sequence[object] | pd.Series, proba: pd.DataFrame | None,
                         labels: Sequence[str], counts: np.ndarray) -> np.ndarray:
         """The raw value on each resample, a row of `counts` (how often each row was drawn)."""
-        if self.resampled is not None:
-            truth, pred = self._arrays(y_true, y_pred)
-            return self.resampled(truth, pred, proba, labels, counts)
-        truth_s = pd.Series(list(y_true))
-        pred_s = pd.Series(list(y_pred))
-        out = []
-        for row_counts in counts:
-            rows = np.repeat(np.arange(counts.shape[1]), row_counts.astype(int))
-            out.append(self.score(
-                truth_s.iloc[rows].reset_index(drop=True), pred_s.iloc[rows].reset_index(drop=True),
-                None if proba is None else proba.iloc[rows].reset_index(drop=True), labels))
-        return np.asarray(out)
+        truth, pred = self._arrays(y_true, y_pred)
+        return self.resampled(truth, pred, proba, labels, counts)
 
     def _arrays(self, y_true: Sequence[object] | pd.Series,
                 y_pred: Sequence[object] | pd.Series) -> tuple[np.ndarray, np.ndarray]:

@@ -158,14 +158,10 @@ def does_something(source: str) -> bool:
     """Whether add_features does anything but hand its frame back (a docstring, `pass` and
     `return df` do nothing); True for a source that does not parse or has no such function,
     which the checks refuse."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return True
-    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef)
-                     and n.name == FUNCTION), None)
+    function = _add_features(source)
     if function is None:
         return True
+
     def idle(statement: ast.stmt) -> bool:
         if isinstance(statement, ast.Return):  # `return df` does nothing, `return df.drop(...)`
             return statement.value is None or isinstance(statement.value, ast.Name)
@@ -178,12 +174,7 @@ def does_something(source: str) -> bool:
 def _without_statements(source: str, drop: Callable[[ast.stmt], bool]) -> str:
     """The program without the statements of add_features' body that `drop` picks, the
     other lines as written; as it is when it does not parse."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return source
-    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef)
-                     and n.name == FUNCTION), None)
+    function = _add_features(source)
     if function is None:
         return source
     lines_out: set[int] = set()
@@ -195,6 +186,16 @@ def _without_statements(source: str, drop: Callable[[ast.stmt], bool]) -> str:
         return source
     lines = source.splitlines(keepends=True)
     return "".join(line for number, line in enumerate(lines, 1) if number not in lines_out)
+
+
+def _add_features(source: str) -> ast.FunctionDef | None:
+    """The program's add_features, None when it does not parse or defines none."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    return next((n for n in tree.body if isinstance(n, ast.FunctionDef)
+                 and n.name == FUNCTION), None)
 
 
 def _spelling(name: str) -> str:

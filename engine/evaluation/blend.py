@@ -57,15 +57,13 @@ def blend_scorer(task: PreparedTask, like: pd.DataFrame,
     """The normalised score on `truth` of a blended matrix (`prediction_matrix`'s form): the
     score of the blend those weights make (`blend`), with the labels read once instead of a
     frame built and read at every candidate of every round, and through the metric's
-    resampled form (every row drawn once) where it has one, which skips a library scorer's
-    checks (sklearn's ROC AUC took 20 of a binary closing's 60 s)."""
+    resampled form (every row drawn once), which skips a library scorer's checks (sklearn's
+    ROC AUC took 20 of a binary closing's 60 s)."""
     spec, labels = task.metric, task.labels
     everyone = np.ones((1, len(truth)))
 
     def raw(truth_values: np.ndarray, predicted: np.ndarray, proba: pd.DataFrame | None) -> float:
-        if spec.resampled is not None:
-            return float(spec.resampled(truth_values, predicted, proba, labels, everyone)[0])
-        return spec.formula(truth_values, predicted, proba, labels)
+        return float(spec.resampled(truth_values, predicted, proba, labels, everyone)[0])
 
     if task.task_type == "regression":
         numbers = truth.to_numpy(dtype=float)

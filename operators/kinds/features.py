@@ -176,18 +176,19 @@ class Features(FloorKind):
         problem = check_program(source, ctx.columns, ctx.target)
         if problem:
             return Parsed("", source, f"{REJECTED} {problem}")
-        written = sorted(assigned_columns(ast.parse(source)))
         new = without_columns(source, chain_columns(journal, proposal.parent_id))
         if not does_something(new):
+            written = ", ".join(sorted(assigned_columns(ast.parse(source))))
             return Parsed("", source, f"{REJECTED} it only computes columns that kept programs "
-                                      f"already add ({', '.join(written)}): add new ones")
+                                      f"already add ({written}): add new ones")
         trimmed, on_text = without_text_arithmetic(new, ctx.text_columns)
         if not does_something(trimmed):
             on = f" ({', '.join(on_text)})" if on_text else ""
             return Parsed("", source, f"{REJECTED} it does arithmetic on text{on}, which fails "
                                       "on the rows: compare a text column with one of its "
                                       "values instead, as (df[column] == value)")
-        problem = check_program(trimmed, ctx.columns, ctx.target)  # what is left must stand
+        # what is left of a program that lost statements must stand on its own
+        problem = check_program(trimmed, ctx.columns, ctx.target) if trimmed != source else ""
         if problem:
             return Parsed("", trimmed, f"{REJECTED} {problem}")
         added = sorted(assigned_columns(ast.parse(trimmed)))
