@@ -84,6 +84,20 @@ class LlamaLLM:
             # (measured: 2 s instead of 16-30 s per call on 2 cores).
             self._llama.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=cache_bytes))
         self.load_seconds = time.perf_counter() - start
+        # The model's own chat template, rendered here for a reply that starts with given
+        # text (ChatPrompt.reply_start); a model without one writes whole replies.
+        template = self._llama.metadata.get("tokenizer.chat_template")
+        self._template: Any = None
+        if template:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            def token_text(token: int) -> str:
+                return self._llama.detokenize([token], special=True).decode(errors="replace") \
+                    if token >= 0 else ""
+
+            self._template = Jinja2ChatFormatter(
+                template=template, eos_token=token_text(self._llama.token_eos()),
+                bos_token=token_text(self._llama.token_bos()))
         # One Llama context is not thread-safe (one KV cache, one sampler); serialise callers.
         self._lock = threading.Lock()
 
@@ -100,24 +114,36 @@ class LlamaLLM:
         extra: dict[str, Any] = {}
         if prompt.json_schema is not None:  # decoding constrained by a grammar from the schema
             extra["response_format"] = {"type": "json_object", "schema": prompt.json_schema}
+        start_text = prompt.reply_start if self._template is not None else ""
         try:
             # temperature 0 selects llama.cpp's greedy sampler, so such replies are exact repeats.
-            response = self._llama.create_chat_completion(
-                messages=prompt.messages,
-                max_tokens=max_tokens,
-                temperature=prompt.temperature,
-                seed=prompt.seed,
-                stop=prompt.stop or None,
-                **extra,
-            )
+            if start_text:
+                response = self._llama.create_completion(
+                    prompt=self._continued(prompt.messages, start_text),
+                    max_tokens=max_tokens,
+                    temperature=prompt.temperature,
+                    seed=prompt.seed,
+                    stop=prompt.stop or None,
+                )
+            else:
+                response = self._llama.create_chat_completion(
+                    messages=prompt.messages,
+                    max_tokens=max_tokens,
+                    temperature=prompt.temperature,
+                    seed=prompt.seed,
+                    stop=prompt.stop or None,
+                    **extra,
+                )
         except (ValueError, RuntimeError) as exc:
             what = prompt.tag or "chat"
             raise BackendError(f"llama.cpp failed on a {what} prompt: {exc}") from exc
         seconds = time.perf_counter() - start
         choice = response["choices"][0]
         usage = response.get("usage") or {}
+        text = start_text + (choice.get("text") or "") if start_text \
+            else choice["message"].get("content") or ""
         return Reply(
-            text=choice["message"].get("content") or "",
+            text=text,
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             completion_tokens=int(usage.get("completion_tokens", 0)),
             seconds=seconds,
@@ -125,11 +151,17 @@ class LlamaLLM:
             finish_reason=choice.get("finish_reason") or "stop",
         )
 
+    def _continued(self, messages: list[dict[str, str]], reply_start: str) -> list[int]:
+        """The prompt's tokens as the chat completion renders them (the same template, so
+        the prefix cache serves both), then the start of the assistant's reply."""
+        rendered = self._template(messages=messages).prompt + reply_start
+        return list(self._llama.tokenize(rendered.encode(), add_bos=False, special=True))
+
     def _estimate_prompt_tokens(self, prompt: ChatPrompt) -> int:
         """Tokens of the templated prompt, counted from the contents plus a template bound."""
         content = sum(
-            len(self._llama.tokenize(m["content"].encode(), add_bos=False, special=True))
-            for m in prompt.messages
+            len(self._llama.tokenize(text.encode(), add_bos=False, special=True))
+            for text in [*(m["content"] for m in prompt.messages), prompt.reply_start]
         )
         template = _TEMPLATE_TOKENS_PER_MESSAGE * len(prompt.messages) + _TEMPLATE_TOKENS_FIXED
         return content + template

@@ -84,6 +84,7 @@ class VllmLLM:
     async def _complete(self, prompt: ChatPrompt) -> Reply:
         text = self.tokenizer.apply_chat_template(prompt.messages, tokenize=False,
                                                   add_generation_prompt=True)
+        text += prompt.reply_start  # the model continues the reply from there
         # The template already holds the special tokens: adding BOS again would double it.
         ids = list(self.tokenizer.encode(text, add_special_tokens=False))
         max_tokens = fit_max_tokens(len(ids), prompt.max_tokens, self.max_model_len,
@@ -110,7 +111,7 @@ class VllmLLM:
         self.prompt_tokens += len(ids)
         self.cached_tokens += int(final.num_cached_tokens or 0)
         return Reply(
-            text=completion.text,
+            text=prompt.reply_start + completion.text,
             prompt_tokens=len(ids),
             completion_tokens=len(completion.token_ids),
             seconds=time.perf_counter() - start,

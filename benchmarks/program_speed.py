@@ -8,7 +8,8 @@ step order) through the embedded model, once per setting: `threads` llama.cpp th
 `busy` processes that each keep one core busy, as a candidate in training holds an executor's
 core. The model is loaded once per setting, so each prompt finds the previous one's prefix in
 the cache, as in the run. Each prompt is answered with its node's temperature and a seed of its
-step, so the settings write the same replies and their times compare.
+step, so the settings write the same replies and their times compare; each reply begins as the
+engine begins one today (`operators.kinds.features.REPLY_START`), whatever the run's did.
 
 Reported per setting (`program_speed.md`, each reply in `program_speed.jsonl`): the median
 seconds per program, the median completion tokens, and the seconds of the prompts after the
@@ -32,7 +33,7 @@ from common.chat import ChatPrompt, Reply
 from common.errors import UserError, error_exit
 from engine.records.runs import open_run
 from fileio import write_atomic
-from operators.kinds.features import MAX_TOKENS, STOP
+from operators.kinds.features import MAX_TOKENS, REPLY_START, STOP
 from search.node import Operator
 
 SPIN = "while True: pass"
@@ -47,7 +48,8 @@ def stored_prompts(run: Path, limit: int) -> list[ChatPrompt]:
         raise UserError(f"run {run} stored no feature-program prompt: run a search with the "
                         "LLM (not --llm none) first")
     return [ChatPrompt(messages=json.loads(n.prompt), max_tokens=MAX_TOKENS,
-                       temperature=n.temperature, seed=n.step, tag="features", stop=STOP)
+                       temperature=n.temperature, seed=n.step, tag="features", stop=STOP,
+                       reply_start=REPLY_START)
             for n in nodes[:limit]]
 
 

@@ -17,6 +17,11 @@ class ChatPrompt:
     # A JSON schema the reply must follow; backends that can constrain decoding to it do
     # (llama.cpp: a grammar), the others ignore it and the caller parses leniently.
     json_schema: dict[str, Any] | None = None
+    # The start of the reply, written for the model: it only continues it (the embedded model
+    # then spends no tokens on a fence, a preamble or import lines). Backends that render the
+    # chat template themselves (llama.cpp, vLLM) do, and their reply's text begins with it; an
+    # OpenAI-compatible server gets the messages alone and writes the whole reply.
+    reply_start: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ cover the backend's pure logic and its missing-extra error without loading anyth
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 import sys
 from collections.abc import Iterator
@@ -98,6 +99,21 @@ def test_greedy_replies_repeat_exactly(llm: LlamaLLM) -> None:
     first, second = llm.generate([code_prompt(), code_prompt()])
     assert first.text == second.text
     assert first.completion_tokens == second.completion_tokens
+
+
+@pytest.mark.slow
+def test_a_reply_continues_the_start_it_is_given(llm: LlamaLLM) -> None:
+    # The feature programs' form: the fence and the function's first line are written for the
+    # model, which writes only the body.
+    start = "```python\ndef total(values):\n"
+    prompt = dataclasses.replace(code_prompt(), reply_start=start, stop=["\n```\n"])
+    [reply] = llm.generate([prompt])
+    [plain] = llm.generate([code_prompt()])
+    assert reply.text.startswith(start)
+    source = CODE_BLOCK.findall(reply.text + "\n```\n")[0]
+    function = ast.parse(source).body[0]
+    assert isinstance(function, ast.FunctionDef) and function.name == "total"
+    assert 0 < reply.completion_tokens < plain.completion_tokens  # the start is not counted
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ unmarked test covers the missing-extra error without vLLM.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -154,6 +155,17 @@ class TestVllmActor:
         assert len(replies) == 3
         for reply in replies:
             check_reply(reply, 8, tiny_model.name)
+
+    def test_a_reply_continues_the_start_it_is_given(self, actor: Any, tiny_model: Path) -> None:
+        import ray
+
+        start = "```python\ndef add_features(df):\n"
+        plain, given = ray.get(actor.generate.remote(
+            [chat(2, temperature=0.0), dataclasses.replace(chat(2, temperature=0.0),
+                                                           reply_start=start)]))
+        assert given.text.startswith(start)
+        assert given.prompt_tokens > plain.prompt_tokens  # the start is read, not written
+        check_reply(given, 24, tiny_model.name)
 
 
 def _free_port() -> int:

@@ -127,4 +127,4 @@ def repair_prompt(prompt: ChatPrompt, reply: str, problem: str) -> ChatPrompt:
         {"role": "user", "content": f"{problem} {kind_of(prompt.tag).repair_ask}"},
     ]
     return ChatPrompt(messages, prompt.max_tokens, prompt.temperature, prompt.seed + 1,
-                      prompt.tag, prompt.stop)
+                      prompt.tag, prompt.stop, reply_start=prompt.reply_start)

@@ -37,13 +37,18 @@ from search.node import Operator, Status
 from search.policy import Proposal
 from search.programs import REJECTED, gate_of
 
-# A program of 3 columns is about 100 tokens; on 2 cores beside a running candidate the model
-# writes about 5 tokens a second, so the cap bounds a reply to about 30 s (a reply cut there
-# keeps its whole statements, operators.features.completed).
-MAX_TOKENS = 160
+# A program of one column is about 40 tokens after its given start (REPLY_START). On 2 cores
+# the model writes one token in about 0.14 s on its own core, and each program's changed prompt
+# costs about 8 s (benchmarks/README.md, "Seconds per feature program"), so a program costs
+# about 15 s; the cap bounds a reply to about 25 s (a reply cut there keeps its whole
+# statements, operators.features.completed).
+MAX_TOKENS = 120
 # Generation ends at the code block's closing fence: nothing after it is read. ("\n```" alone
 # would also end a reply that puts a sentence before its opening fence.)
 STOP = ["\n```\n"]
+# The reply begins with the fence and the function's first line, written for the model: it
+# spent 10 to 30 tokens a program on them and on import lines the prompt said not to write.
+REPLY_START = f"```python\ndef {FUNCTION}(df):\n"
 TRIED_SHOWN = 8  # the latest programs the prompt lists with their outcome
 
 SYSTEM = ("You are a data scientist who writes short pandas feature-engineering functions. "
@@ -64,17 +69,15 @@ def _job(ctx: TaskContext) -> str:
     options = _TEXT if ctx.text_columns else _NUMBERS
     return f"""# What you write
 One function `{FUNCTION}(df)`. df holds the feature columns above for some rows (never the
-target). Return df with 1 to 3 new columns (no more), each computed from a row's own values:
-{options}. Choose columns whose names suggest a relation that helps predict the target.
-Rules: pd, np, math and re are imported for you (write no import line); read no files;
-never use other rows (no mean, rank, groupby, shift or cumsum over the frame); guard
-divisions (+ 1e-9); use only the column names listed above; never repeat a column already
-tried.
+target). Return df with ONE new column computed from a row's own values: {options}.
+Choose columns whose names suggest a relation that helps predict the target.
+Rules: pd, np, math and re are already imported; read no files; never use other rows (no
+mean, rank, groupby, shift or cumsum over the frame); guard divisions (+ 1e-9); use only the
+column names listed above; never repeat a column already tried.
 For example, on a task with other columns than this one:
 ```python
 def {FUNCTION}(df):
     df["income_per_person"] = df["income"] / (df["household_size"] + 1e-9)
-    df["rooms_minus_bedrooms"] = df["rooms"] - df["bedrooms"]
     return df
 ```
 """
@@ -162,7 +165,7 @@ class Features(FloorKind):
             messages=[{"role": "system", "content": SYSTEM},
                       {"role": "user", "content": stable + "\n" + tail}],
             max_tokens=MAX_TOKENS, temperature=proposal.temperature, seed=ctx.seed,
-            tag=self.operator.value, stop=STOP)
+            tag=self.operator.value, stop=STOP, reply_start=REPLY_START)
 
     def read(self, text: str, ctx: TaskContext, proposal: Proposal,
              journal: Journal) -> Parsed:
