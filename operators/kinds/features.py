@@ -37,12 +37,13 @@ from search.node import Operator, Status
 from search.policy import Proposal
 from search.programs import REJECTED, gate_of
 
-# A program of one column is about 40 tokens after its given start (REPLY_START). On 2 cores
+# A program of one column is 25 to 40 tokens after its given start (REPLY_START). On 2 cores
 # the model writes one token in about 0.14 s on its own core, and each program's changed prompt
-# costs about 8 s (benchmarks/README.md, "Seconds per feature program"), so a program costs
-# about 15 s; the cap bounds a reply to about 25 s (a reply cut there keeps its whole
-# statements, operators.features.completed).
-MAX_TOKENS = 120
+# costs about 8 s (benchmarks/README.md, "Seconds per feature program"). Asked for one column,
+# the model still wrote three with a comment over each in half of README command 1's replies
+# (median 96 tokens, 24 s): the cap keeps the first one or two (a reply cut there keeps its
+# whole statements, operators.features.completed) and bounds a program to about 17 s.
+MAX_TOKENS = 64
 # Generation ends at the code block's closing fence: nothing after it is read. ("\n```" alone
 # would also end a reply that puts a sentence before its opening fence.)
 STOP = ["\n```\n"]
@@ -71,9 +72,9 @@ def _job(ctx: TaskContext) -> str:
 One function `{FUNCTION}(df)`. df holds the feature columns above for some rows (never the
 target). Return df with ONE new column computed from a row's own values: {options}.
 Choose columns whose names suggest a relation that helps predict the target.
-Rules: pd, np, math and re are already imported; read no files; never use other rows (no
-mean, rank, groupby, shift or cumsum over the frame); guard divisions (+ 1e-9); use only the
-column names listed above; never repeat a column already tried.
+Rules: pd, np, math and re are already imported; no comments; read no files; never use other
+rows (no sum, mean, max, rank, groupby, shift or cumsum over the frame); guard divisions
+(+ 1e-9); use only the column names listed above; never repeat a column already tried.
 For example, on a task with other columns than this one:
 ```python
 def {FUNCTION}(df):
