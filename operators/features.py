@@ -202,21 +202,38 @@ def _spelling(name: str) -> str:
     return re.sub(r"[^0-9a-z]+", "", name.lower())
 
 
+MIN_SHORTENED = 4  # letters and digits a shortened column name keeps at least
+
+
+def _column_named(name: str, by_spelling: dict[str, str]) -> str | None:
+    """The column `name` means: the one spelled the same but for case, spaces or punctuation,
+    else the only one whose spelling it begins (`volatile_acid` for `volatile acidity`)."""
+    spelled = _spelling(name)
+    if spelled in by_spelling:
+        return by_spelling[spelled]
+    longer = [column for spelling, column in by_spelling.items()
+              if len(spelled) >= MIN_SHORTENED and spelling.startswith(spelled)]
+    return longer[0] if len(longer) == 1 else None
+
+
 def with_column_names(source: str, columns: Sequence[str]) -> str:
     """The program with each column it reads spelled as the rows spell it, where the two
     differ only in case, spaces or punctuation (a small model writes `fixed_acidity` for
-    `fixed acidity`: four refusals in one 5-minute run). Other names are left for the checks."""
+    `fixed acidity`: four refusals in one 5-minute run), or where the program's name is the
+    start of one column's name alone (`volatile_acid`: 15 of 25 wine programs refused in one
+    10-minute run). Other names are left for the checks."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return source
     known = set(columns) | assigned_columns(tree)
     by_spelling = {_spelling(c): c for c in columns}
-    wrong = {name for node in ast.walk(tree) for name in _read_columns(node)
-             if name not in known and _spelling(name) in by_spelling}
-    for name in sorted(wrong, key=len, reverse=True):
-        right = by_spelling[_spelling(name)]
-        source = source.replace(repr(name), repr(right)).replace(f'"{name}"', repr(right))
+    meant = {name: _column_named(name, by_spelling)
+             for node in ast.walk(tree) for name in _read_columns(node) if name not in known}
+    for name in sorted(meant, key=len, reverse=True):
+        right = meant[name]
+        if right is not None:
+            source = source.replace(repr(name), repr(right)).replace(f'"{name}"', repr(right))
     return source
 
 

@@ -121,6 +121,23 @@ def test_a_column_spelled_another_way_is_spelled_as_the_rows_spell_it() -> None:
     assert "'density'" in check_program(fixed, columns, "quality")
 
 
+def test_a_shortened_column_name_is_the_one_column_it_begins() -> None:
+    columns = ("fixed acidity", "volatile acidity", "free sulfur dioxide",
+               "total sulfur dioxide", "pH")
+    program = ('def add_features(df):\n'
+               '    df["r"] = df["volatile_acid"] / (df["fixed_acid"] + 1e-9)\n'
+               '    df["s"] = df["sulfur"] + df["ph"] + df["p"]\n'
+               '    df["t"] = df["r"] * df["r_x"]\n    return df\n')
+    fixed = with_column_names(program, columns)
+    assert "df['volatile acidity'] / (df['fixed acidity'] + 1e-9)" in fixed
+    # "sulfur" begins no column (free_/total_ do), "p" is too short to tell, and "r_x" is
+    # left alone although the program writes "r": only the rows' columns are looked for
+    assert 'df["sulfur"]' in fixed and "df['pH']" in fixed and 'df["p"]' in fixed
+    assert 'df["r_x"]' in fixed
+    assert with_column_names(program.replace("fixed_acid", "acid"), columns).count(
+        '"acid"') == 1  # begins no column
+
+
 def test_the_program_is_read_from_its_block() -> None:
     reply = f"Here it is:\n```python\n{GOOD}```\nIt adds a ratio."
     assert program_source(reply) == GOOD
