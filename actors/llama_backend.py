@@ -108,32 +108,27 @@ class LlamaLLM:
     def _complete(self, prompt: ChatPrompt) -> Reply:
         if self._llama is None:
             raise BackendError("the embedded LLM was closed")
-        max_tokens = fit_max_tokens(self._estimate_prompt_tokens(prompt), prompt.max_tokens,
-                                    self.n_ctx)
-        start = time.perf_counter()
-        extra: dict[str, Any] = {}
-        if prompt.json_schema is not None:  # decoding constrained by a grammar from the schema
-            extra["response_format"] = {"type": "json_object", "schema": prompt.json_schema}
         start_text = prompt.reply_start if self._template is not None else ""
+        start = time.perf_counter()
         try:
-            # temperature 0 selects llama.cpp's greedy sampler, so such replies are exact repeats.
+            # A continued reply's prompt is rendered and tokenized here, so its length is
+            # exact; a chat prompt's is estimated, since llama.cpp renders it inside the call.
+            continued = self._continued(prompt.messages, start_text) if start_text else []
+            max_tokens = fit_max_tokens(
+                len(continued) if start_text else self._estimate_prompt_tokens(prompt),
+                prompt.max_tokens, self.n_ctx)
+            # temperature 0 selects llama.cpp's greedy sampler: such replies are exact repeats.
+            sampling: dict[str, Any] = {"max_tokens": max_tokens, "seed": prompt.seed,
+                                        "temperature": prompt.temperature,
+                                        "stop": prompt.stop or None}
             if start_text:
-                response = self._llama.create_completion(
-                    prompt=self._continued(prompt.messages, start_text),
-                    max_tokens=max_tokens,
-                    temperature=prompt.temperature,
-                    seed=prompt.seed,
-                    stop=prompt.stop or None,
-                )
+                response = self._llama.create_completion(prompt=continued, **sampling)
             else:
-                response = self._llama.create_chat_completion(
-                    messages=prompt.messages,
-                    max_tokens=max_tokens,
-                    temperature=prompt.temperature,
-                    seed=prompt.seed,
-                    stop=prompt.stop or None,
-                    **extra,
-                )
+                if prompt.json_schema is not None:  # decoding constrained by a grammar
+                    sampling["response_format"] = {"type": "json_object",
+                                                   "schema": prompt.json_schema}
+                response = self._llama.create_chat_completion(messages=prompt.messages,
+                                                              **sampling)
         except (ValueError, RuntimeError) as exc:
             what = prompt.tag or "chat"
             raise BackendError(f"llama.cpp failed on a {what} prompt: {exc}") from exc
@@ -160,8 +155,8 @@ class LlamaLLM:
     def _estimate_prompt_tokens(self, prompt: ChatPrompt) -> int:
         """Tokens of the templated prompt, counted from the contents plus a template bound."""
         content = sum(
-            len(self._llama.tokenize(text.encode(), add_bos=False, special=True))
-            for text in [*(m["content"] for m in prompt.messages), prompt.reply_start]
+            len(self._llama.tokenize(m["content"].encode(), add_bos=False, special=True))
+            for m in prompt.messages
         )
         template = _TEMPLATE_TOKENS_PER_MESSAGE * len(prompt.messages) + _TEMPLATE_TOKENS_FIXED
         return content + template

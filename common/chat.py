@@ -20,7 +20,8 @@ class ChatPrompt:
     # The start of the reply, written for the model: it only continues it (the embedded model
     # then spends no tokens on a fence, a preamble or import lines). Backends that render the
     # chat template themselves (llama.cpp, vLLM) do, and their reply's text begins with it; an
-    # OpenAI-compatible server gets the messages alone and writes the whole reply.
+    # OpenAI-compatible server gets the messages alone and writes the whole reply. llama.cpp
+    # constrains no continued reply by json_schema.
     reply_start: str = ""
 
 

@@ -45,6 +45,7 @@ MAX_COLUMNS = 10  # a program adds a few columns; more is a sign of a loop over 
 # Share of rows a new column may leave missing (NaN, or inf turned NaN): a ratio whose
 # divisor is 0 on half the rows (concrete's ash) still tells the model about the other half.
 MAX_MISSING = 0.9
+MIN_SHORTENED = 4  # letters and digits a shortened column name keeps at least
 # The sandboxed script prints this line with the columns the program added or changed.
 REPORT = "__treeml_features__"
 # ... and this one with the fitted model's largest importances (shares of their sum).
@@ -200,9 +201,6 @@ def _add_features(source: str) -> ast.FunctionDef | None:
 
 def _spelling(name: str) -> str:
     return re.sub(r"[^0-9a-z]+", "", name.lower())
-
-
-MIN_SHORTENED = 4  # letters and digits a shortened column name keeps at least
 
 
 def _column_named(name: str, by_spelling: dict[str, str]) -> str | None:
