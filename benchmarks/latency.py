@@ -223,6 +223,12 @@ def rows_to_predict(task: PreparedTask) -> tuple[pd.DataFrame, pd.DataFrame]:
     return task.test_X.head(1), big.reset_index(drop=True)
 
 
+# How each saved form predicts (engine/deploy/saved_model.py).
+FORMS = {"fitted model": "kept as fitted models (a call reads no training rows and fits nothing)",
+         "replay": "kept as a replay's fits (every call reruns the solution over its training "
+                   "rows with the fits restored)"}
+
+
 def _ms(seconds: float | None) -> str:
     return "" if seconds is None else f"{seconds * 1000:,.0f} ms"
 
@@ -238,12 +244,10 @@ def report(results: dict[str, Any], command: str) -> str:
         f"about the slowest call); warm {BIG_ROWS:,} rows: the median of {results['big_calls']} "
         "calls. Cold: a fresh handle (see `benchmarks/latency.py`'s docstring; for HTTP the "
         "service's start to its first reply).", "",
-        f"Machine: {results['machine']}. **It was shared** with a CI run and other engineers' "
-        f"work (1-minute load average {results['load'][0]:.1f} at the start, "
-        f"{results['load'][1]:.1f} at the end), so every figure is an upper bound.", "",
-        "These are the numbers before issue 43's fit/predict contract: every call replays the "
-        "answer's solution over its training rows (operators/fitted.py), for each fold model.",
-        "",
+        f"Machine: {results['machine']}; 1-minute load average {results['load'][0]:.1f} at "
+        f"the start, {results['load'][1]:.1f} at the end (the benchmark's own run and its "
+        "processes included; anything above that is other work sharing the cores, and makes "
+        "every figure an upper bound).", "",
         "| way | 1 row, cold | 1 row, warm p50 | 1 row, warm p99 | "
         f"{BIG_ROWS:,} rows, cold | {BIG_ROWS:,} rows, warm |",
         "|---|---|---|---|---|---|",
@@ -298,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         "dataset": args.dataset, "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         "run": run.name,
         "answer": f"node {answer.node_id} ({answer.operator.value}), {model['models']} saved "
-                  f"model(s) fitted on {model['training']}, {model['bytes'] / 2**20:.1f} MiB",
+                  f"model(s) fitted on {model['training']}, {model['bytes'] / 2**20:.1f} MiB, "
+                  + FORMS.get(model.get("form", "replay"), model.get("form", "")),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
                    f"{platform.python_version()}",
         "load": [load_at_start, os.getloadavg()[0]],

@@ -97,14 +97,17 @@ def feature_rows(task: PreparedTask, frame: pd.DataFrame, path: object) -> pd.Da
                         + "; ".join(parts) + f" (expected: {', '.join(features)})")
     frame.columns = [str(c) for c in frame.columns]
     frame = frame[features]
-    numeric = [c for c in features if pd.api.types.is_numeric_dtype(task.train[c])]
-    text = [c for c in numeric if not pd.api.types.is_numeric_dtype(frame[c])
-            and pd.to_numeric(frame[c], errors="coerce").isna().gt(frame[c].isna()).any()]
+    trained, given_types = task.train.dtypes, frame.dtypes
+    # Numbers given as text (a JSON string, a CSV quoted): read as numbers, or refused.
+    as_text = [c for c in features if pd.api.types.is_numeric_dtype(trained[c])
+               and not pd.api.types.is_numeric_dtype(given_types[c])]
+    text = [c for c in as_text
+            if pd.to_numeric(frame[c], errors="coerce").isna().gt(frame[c].isna()).any()]
     if text:
         raise UserError(f"new rows {path}: column{'s' * (len(text) > 1)} "
                         + ", ".join(map(repr, text)) + " held numbers in training but hold "
                         "text here; give numbers (empty for missing)")
-    return frame.assign(**{c: pd.to_numeric(frame[c]) for c in numeric})
+    return frame.assign(**{c: pd.to_numeric(frame[c]) for c in as_text}) if as_text else frame
 
 
 def training_sets(task: PreparedTask, folds: Folds | None, refit: bool) -> list[bytes]:

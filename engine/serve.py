@@ -96,8 +96,8 @@ def _names(columns: list[str]) -> str:
 def feature_kinds(task: PreparedTask) -> dict[str, str]:
     """Each training feature, in training order: `number` where the training data had numbers
     (a request must send a JSON number or null there), else `text`."""
-    return {str(c): "number" if pd.api.types.is_numeric_dtype(task.train[c]) else "text"
-            for c in task.train.columns if c != task.target}
+    return {str(c): "number" if pd.api.types.is_numeric_dtype(kind) else "text"
+            for c, kind in task.train.dtypes.items() if c != task.target}
 
 
 def request_rows(body: bytes, task: PreparedTask) -> pd.DataFrame:
@@ -114,7 +114,7 @@ def request_rows(body: bytes, task: PreparedTask) -> pd.DataFrame:
     if not rows:
         raise RequestError("no rows: send at least one row to predict")
     kinds = feature_kinds(task)
-    bools = {c for c in kinds if pd.api.types.is_bool_dtype(task.train[c])}
+    bools = {str(c) for c, kind in task.train.dtypes.items() if pd.api.types.is_bool_dtype(kind)}
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
             raise RequestError(f"row {i} is not an object of column: value")

@@ -324,20 +324,6 @@ def with_features(frame):
     """The frame with the kept feature programs applied in order (each written by the LLM
     and kept by the engine only when it made this model better on the same held-out rows)."""
     return apply_programs(frame, FEATURE_PROGRAMS)
-
-
-def apply_programs(frame, programs):
-    import datetime
-    import math
-    import re
-
-    for source in programs:
-        scope = {"np": np, "pd": pd, "math": math, "re": re, "datetime": datetime}
-        exec(compile(source, "feature program", "exec"), scope)
-        frame = scope["add_features"](frame.copy())
-        if isinstance(frame, pd.DataFrame):
-            frame = frame.replace([np.inf, -np.inf], np.nan)
-    return frame
 '''
 
 # Run once on the training rows before any model is fitted: the newest program's checks.
@@ -398,7 +384,8 @@ def check_program(frame, target):
     print(__REPORT__ + " " + json.dumps({"added": report}))
 
 
-check_program(X, TARGET)
+if _treeml_main:  # not in a saved model's module (operators/harness.py)
+    check_program(X, TARGET)
 
 
 def report_importances(model, columns):

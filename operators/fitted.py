@@ -1,32 +1,31 @@
-"""The answer's fitted state: run a solution once keeping every model it fitted, then run it on
-new rows with those fits restored instead of trained again.
+"""The answer's fitted state, saved once, so predicting new rows trains nothing.
 
-A solution is one `fit_predict(X, y, X_valid, X_test)` (operators/harness.py): fitting and
-predicting are a single call, so no model object can be asked of it. `fitted_wrapper` is a
-script that runs the unchanged solution (`input/solution.py`) with the `fit` method of every
-scikit-learn-style estimator class wrapped (every `sklearn.base.BaseEstimator` subclass, which
-covers LightGBM and XGBoost, and CatBoost):
+Two forms, by what the solution defines (operators/harness.py):
 
-- `save`: after each outermost `fit` (not one called by another fit, as a Pipeline or a
-  search over settings calls its steps), the fitted estimator is pickled, in call order,
-  into `submission/fitted.pkl`;
-- `load`: the i-th outermost `fit` takes the attributes of the i-th saved estimator and
-  returns at once. One process replays every saved model of the answer
-  (`input/fitted-<i>.pkl`, learned from `input/train-<i>.csv`), each in a folder of its
-  own, and writes their predictions as blocks with a `fold` column, as engine-written code
-  that runs every fold does;
-- `serve`: `load`, request after request, in a sandbox session (sandbox/_session.py): the
-  interpreter, the imports and the saved states are loaded once, and each request pays only
-  the solution's own steps with its fits restored.
+- **A fit and a predict** (`make_model()`, all engine-written code): `save` loads the
+  solution as a module (its head reads no rows, its run is skipped), fits `make_model()` on
+  input/train.csv, predicts valid and test with it, and pickles the fitted object whole
+  (`MODEL_MAGIC` + pickle). `load` and `serve` load the module once and only predict: no
+  training rows are read on a call. Its classes (`Encoded`, `Ensemble`) pickle by the
+  module's name, so a saved model needs its own solution.py, which the saved answer ships.
+- **A replay** (LLM-written `fit_predict`, which fits and predicts in one call): the wrapper
+  runs the unchanged solution with the `fit` method of every scikit-learn-style estimator
+  class wrapped (every `sklearn.base.BaseEstimator` subclass, which covers LightGBM and
+  XGBoost, and CatBoost). `save` pickles each outermost fitted estimator in call order (not
+  a fit called by another fit, as a Pipeline calls its steps); `load` gives the i-th
+  outermost `fit` the attributes of the i-th saved estimator and returns at once, the
+  solution reading the same training rows, so every step around the fits computes what it
+  computed when saved. Code the wrapper cannot see (a class defined in the solution with a
+  home-made fit) simply runs again: slower, still right.
 
-The solution reads the same training rows in both modes, so every step around the fits
-(feature preparation, encodings learned from `y`) computes what it computed when saved, and
-only the new rows differ. Code the wrapper cannot see (a model trained by a plain function,
-a class defined in the solution with a home-made fit) simply runs again: slower, still right.
-What could make a replay differ (a random generator the skipped fits no longer advance, a
-step that depends on the predicted rows) is caught by the engine, which replays the saved
-run on its own rows and keeps the state only if the predictions come out the same
-(engine/deploy/saved_model.py).
+Either way, `load` predicts with every saved model of the answer (`input/fitted-<i>.pkl`; a
+replay's learned from `input/train-<i>.csv`) in one process and writes their predictions as
+blocks with a `fold` column, as engine-written code that runs every fold does; `serve` does
+so request after request in a sandbox session (sandbox/_session.py), the interpreter, the
+imports and the states loaded once. What could make a load differ from its save (a random
+step outside the fits, a step that depends on the predicted rows) is caught by the engine,
+which loads the saved state on its own rows and keeps it only if the predictions come out
+the same (engine/deploy/saved_model.py).
 
 The state is a pickle written by generated code, which is code: it is loaded only by this
 wrapper, inside the sandbox, never in the engine's process.
@@ -34,6 +33,7 @@ wrapper, inside the sandbox, never in the engine's process.
 
 from __future__ import annotations
 
+from operators.harness import MODEL_MODULE
 from sandbox import REPLY_DIR, REPLY_FD_ENV, REQUEST_FILE
 
 SAVE, LOAD, SERVE = "save", "load", "serve"
@@ -42,9 +42,14 @@ FITTED_PREFIX = "fitted"  # a load reads input/fitted-<i>.pkl with input/train-<
 SOLUTION_FILE = "solution.py"  # the solution script, an input file of the wrapper
 # A save that could not pickle a fit says why on this stderr line (and writes no state).
 UNSAVED_MARK = "treeml-fitted: not saved: "
+# The first bytes of a saved fitted make_model() (a fit-and-predict solution); without them, a
+# state is a replay's list of fits.
+MODEL_MAGIC = b"treeml-model\n"
 
 _WRAPPER = '''"""Runs input/solution.py, its model fits saved or restored (operators/fitted.py)."""
+import ast as _treeml_ast
 import builtins as _treeml_builtins
+import os as _treeml_os
 import functools as _treeml_functools
 import pickle as _treeml_pickle
 import sys as _treeml_sys
@@ -138,7 +143,8 @@ def _treeml_import_and_discover(*args, **kwargs):
 
 _treeml_builtins.__import__ = _treeml_import_and_discover
 with open("input/__SOLUTION__", encoding="utf-8") as _treeml_file:
-    _treeml_code = compile(_treeml_file.read(), "input/__SOLUTION__", "exec")
+    _treeml_source = _treeml_file.read()
+_treeml_code = compile(_treeml_source, "input/__SOLUTION__", "exec")
 
 
 def _treeml_run():
@@ -146,7 +152,67 @@ def _treeml_run():
                         "__builtins__": _treeml_builtins})
 
 
-if _TREEML_MODE == "save":
+def _treeml_module():
+    # The solution as the module MODEL_MODULE (operators/harness.py): its head reads no rows
+    # and its run is skipped; a fitted make_model() pickles its classes by that name.
+    import types as _treeml_types
+
+    module = _treeml_types.ModuleType(__MODULE__)
+    module.__file__ = "input/__SOLUTION__"
+    _treeml_sys.modules[__MODULE__] = module
+    exec(_treeml_code, module.__dict__)
+    return module
+
+
+def _treeml_predict_into(module, models, sources, out):
+    # Each source's rows predicted by every model: blocks with a `fold` column, as a replay
+    # writes them (a source named twice is predicted once).
+    import pandas as _treeml_pd
+
+    _treeml_os.makedirs(out, exist_ok=True)
+    done = {}
+    for name, source in sources:
+        if source not in done:
+            rows = _treeml_pd.read_csv(_treeml_os.path.join("input", source))
+            blocks = []
+            for index, model in enumerate(models):
+                block = module._treeml_frame(module._treeml_predict(model, rows.copy()),
+                                             len(rows), source)
+                block.insert(0, "fold", index)
+                blocks.append(block)
+            done[source] = _treeml_pd.concat(blocks).to_csv(index=False)
+        with open(_treeml_os.path.join(out, name), "w", encoding="utf-8") as file:
+            file.write(done[source])
+
+
+_treeml_model_form = any(isinstance(node, _treeml_ast.FunctionDef) and node.name == "make_model"
+                         for node in _treeml_ast.parse(_treeml_source).body)
+
+if _TREEML_MODE == "save" and _treeml_model_form:
+    # A fit and a predict: the fitted make_model() is the state, saved whole.
+    _treeml_builtins.__import__ = _treeml_import
+    import pandas as _treeml_pd
+
+    _treeml_solution = _treeml_module()
+    _treeml_train = _treeml_pd.read_csv("input/train.csv")
+    _treeml_model = _treeml_solution.make_model()
+    _treeml_model.fit(_treeml_train.drop(columns=[_treeml_solution.TARGET]),
+                      _treeml_train[_treeml_solution.TARGET])
+    _treeml_os.makedirs("submission", exist_ok=True)
+    for _treeml_name_ in ("valid.csv", "test.csv"):
+        _treeml_rows_ = _treeml_pd.read_csv(f"input/{_treeml_name_}")
+        _treeml_solution._treeml_frame(
+            _treeml_solution._treeml_predict(_treeml_model, _treeml_rows_.copy()),
+            len(_treeml_rows_), _treeml_name_).to_csv(f"submission/{_treeml_name_}", index=False)
+    try:
+        _treeml_state = __MAGIC__ + _treeml_pickle.dumps(
+            _treeml_model, protocol=_treeml_pickle.HIGHEST_PROTOCOL)
+    except Exception as _treeml_exc:  # any pickling failure: the answer stays unsaved
+        print(f"__UNSAVED__{type(_treeml_exc).__name__}: {_treeml_exc}", file=_treeml_sys.stderr)
+    else:
+        with open("submission/__STATE__", "wb") as _treeml_file:
+            _treeml_file.write(_treeml_state)
+elif _TREEML_MODE == "save":
     _treeml_run()
     if _treeml_unsaved or not _treeml_states:
         why = "; ".join(_treeml_unsaved) or "the solution fitted no scikit-learn-style model"
@@ -160,13 +226,20 @@ else:
     # folder of its own whose input/train.csv is input/train-<i>.csv; its predictions join
     # <out>/{valid,test}.csv as the block with `fold` i.
     import csv as _treeml_csv
-    import os as _treeml_os
 
     _treeml_home = _treeml_os.getcwd()
     _treeml_models = []
     while _treeml_os.path.exists(f"input/__FITTED__-{len(_treeml_models)}.pkl"):
         with open(f"input/__FITTED__-{len(_treeml_models)}.pkl", "rb") as _treeml_file:
-            _treeml_models.append(_treeml_pickle.load(_treeml_file))
+            _treeml_models.append(_treeml_file.read())
+    if _treeml_model_form and all(m.startswith(__MAGIC__) for m in _treeml_models):
+        # Fitted make_model()s: predicting reads no training rows and fits nothing.
+        _treeml_builtins.__import__ = _treeml_import
+        _treeml_solution = _treeml_module()
+        _treeml_models = [_treeml_pickle.loads(m[len(__MAGIC__):]) for m in _treeml_models]
+    else:
+        _treeml_solution = None
+        _treeml_models = [_treeml_pickle.loads(m) for m in _treeml_models]
 
     def _treeml_link(source, link):
         if _treeml_os.path.lexists(link):
@@ -175,6 +248,10 @@ else:
 
     def _treeml_replay(valid, test, out):
         global _treeml_states, _treeml_next
+        if _treeml_solution is not None:
+            _treeml_predict_into(_treeml_solution, _treeml_models,
+                                 (("valid.csv", valid), ("test.csv", test)), out)
+            return
         blocks = {name: [] for name in ("valid.csv", "test.csv")}
         for model, states in enumerate(_treeml_models):
             work = _treeml_os.path.join(_treeml_home, f"_treeml_model{model}")
@@ -239,4 +316,5 @@ def fitted_wrapper(mode: str) -> str:
     return (_WRAPPER.replace("__MODE__", repr(mode)).replace("__STATE__", STATE_FILE)
             .replace("__SOLUTION__", SOLUTION_FILE).replace("__UNSAVED__", UNSAVED_MARK)
             .replace("__FITTED__", FITTED_PREFIX).replace("__REQUEST__", REQUEST_FILE)
-            .replace("__REPLY_FD__", REPLY_FD_ENV).replace("__REPLY__", REPLY_DIR))
+            .replace("__REPLY_FD__", REPLY_FD_ENV).replace("__REPLY__", REPLY_DIR)
+            .replace("__MODULE__", repr(MODEL_MODULE)).replace("__MAGIC__", repr(MODEL_MAGIC)))

@@ -1,18 +1,30 @@
 """The harness: the fixed script around LLM-written model code, and the engine's own code.
 
-The model writes only `fit_predict(X, y, X_valid, X_test)`; the engine wraps it in a fixed
+The LLM writes only `fit_predict(X, y, X_valid, X_test)`; the engine wraps it in a fixed
 harness that reads the inputs and writes the submission (a 1.5B model can fill in a model, it
 cannot be trusted with file handling, and it confuses the hidden valid split with a split of
 its own). The node's code is the assembled script, so `best/solution.py` runs on its own. The
 engine-written nodes (the LightGBM baseline root, ensembles of working nodes) are assembled
 here too, without an LLM call.
+
+Engine-written model code is a fit and a predict: it defines `make_model()`, an unfitted
+scikit-learn-style estimator (an `Encoded` step: the harness's features, then the model),
+and a `fit_predict` that fits it and predicts. The saved answer keeps that fitted object and
+predicts new rows with it alone (operators/fitted.py); LLM-written `fit_predict` code, which
+fits and predicts in one call, is replayed over its training rows instead.
 """
 
 from __future__ import annotations
 
+import ast
+
 from operators.context import TaskContext
 from operators.measure import HARNESS_MEASURE
 from search.node import MODEL_END, MODEL_START, PROBA_PREFIX
+
+# The name a saved model gives the script when it loads it as a module: the head reads no rows
+# and the run is skipped, so only the definitions (make_model, Encoded, ...) are made.
+MODEL_MODULE = "treeml_model"
 
 _HEAD = '''"""Solution script: the engine's harness around LLM-written model code.
 
@@ -26,51 +38,119 @@ import numpy as np
 import pandas as pd
 
 TARGET = __TARGET__
-train = pd.read_csv("input/train.csv")
-X = train.drop(columns=[TARGET])
-y = train[TARGET]
-X_valid = pd.read_csv("input/valid.csv")  # no target: predict every row
-X_test = pd.read_csv("input/test.csv")  # no target: predict every row
+# Loaded as a saved model's module (operators/fitted.py), the script reads no rows and runs
+# nothing: its definitions predict the rows they are given.
+_treeml_main = __name__ != __MODULE__
+if _treeml_main:
+    train = pd.read_csv("input/train.csv")
+    X = train.drop(columns=[TARGET])
+    y = train[TARGET]
+    X_valid = pd.read_csv("input/valid.csv")  # no target: predict every row
+    X_test = pd.read_csv("input/test.csv")  # no target: predict every row
 
 
 '''
 
 # The harness's feature preparation; the non-LLM benchmark baselines exec it in-process, so they
 # see exactly the features every candidate gets from `prepare()`.
-PREPARE_SOURCE = '''def prepare(X, X_valid, X_test, max_levels=20):
+PREPARE_SOURCE = '''class Encoded:
+    """The harness's features as a model step. `fit` learns from the training rows alone which
+    columns are text, their common values and the fill of missing values; `transform`
+    encodes any rows the same way (one-hot text, numbers, identical column names), so the
+    columns never depend on the rows predicted. With a `model`, `predict` and
+    `predict_proba` are the model's on the encoded rows; with `programs` (kept feature
+    programs, operators/features.py), they are applied first."""
+
+    def __init__(self, model=None, programs=(), max_levels=20):
+        self.model, self.programs, self.max_levels = model, list(programs), max_levels
+
+    def fit(self, X, y=None):
+        X = apply_programs(X, self.programs)
+        self.columns_ = list(X.columns)
+        self.levels_ = {}
+        for col in X.select_dtypes(exclude="number").columns:  # ids and free text would
+            self.levels_[col] = [v for v in X[col].value_counts().index[:self.max_levels]
+                                 if v != "other"] + ["other"]  # explode the one-hot
+        frame = self._one_hot(X)
+        # A column without a median (never filled in training) is filled with 0.
+        self.fill_ = np.nan_to_num(frame.median().to_numpy(dtype=float), nan=0.0)
+        names, seen = [], set()
+        for col in frame.columns:  # lightgbm rejects some characters in feature names
+            name = re.sub(r"[^0-9A-Za-z_]", "_", str(col))
+            while name in seen:
+                name += "_"
+            seen.add(name)
+            names.append(name)
+        self.names_ = names
+        if self.model is not None:
+            params = self.model.get_params() if hasattr(self.model, "get_params") else {}
+            for key, value in params.items():  # no more neighbours than training rows
+                if key.split("__")[-1] == "n_neighbors" and isinstance(value, int):
+                    self.model.set_params(**{key: min(value, len(X))})
+            self.model.fit(self._finish(frame), y)
+        return self
+
+    def _one_hot(self, X):
+        frame = X.reindex(columns=self.columns_)
+        for col in self.columns_:
+            if col in self.levels_:  # missing: a column of its own
+                known = frame[col].isin(self.levels_[col]) | frame[col].isna()
+                frame[col] = pd.Categorical(frame[col].where(known, "other"),
+                                            categories=self.levels_[col])
+            elif not pd.api.types.is_numeric_dtype(frame[col]):
+                frame[col] = pd.to_numeric(frame[col], errors="coerce")
+        if not self.levels_:
+            return frame
+        return pd.get_dummies(frame, columns=list(self.levels_), dummy_na=True, dtype=float)
+
+    def _finish(self, frame):
+        values = frame.to_numpy(dtype=float, na_value=np.nan)
+        values = np.where(np.isnan(values), self.fill_, values)
+        return pd.DataFrame(values, index=frame.index, columns=self.names_)
+
+    def transform(self, X):
+        return self._finish(self._one_hot(apply_programs(X, self.programs)))
+
+    def predict(self, X):
+        return self.model.predict(self.transform(X))
+
+    def predict_proba(self, X):
+        return self.model.predict_proba(self.transform(X))
+
+
+def prepare(X, X_valid, X_test, max_levels=20):
     """One-hot encode text columns and fill missing values the same way for all three
     frames, from the training rows alone (so the columns never depend on the rows
     predicted); returns three numeric DataFrames with identical columns."""
-    frames = pd.concat([X, X_valid, X_test], keys=["train", "valid", "test"])
-    text = list(frames.select_dtypes(exclude="number").columns)
-    for col in text:  # ids and free text would explode the one-hot: keep common values
-        common = [v for v in frames.loc["train", col].value_counts().index[:max_levels]
-                  if v != "other"] + ["other"]
-        known = frames[col].isin(common) | frames[col].isna()  # missing: its own column
-        frames[col] = pd.Categorical(frames[col].where(known, "other"), categories=common)
-    frames = pd.get_dummies(frames, columns=text, dummy_na=True, dtype=float)
-    frames = frames.fillna(frames.loc["train"].median(numeric_only=True)).fillna(0.0)
-    names, seen = [], set()
-    for col in frames.columns:  # lightgbm rejects some characters in feature names
-        name = re.sub(r"[^0-9A-Za-z_]", "_", str(col))
-        while name in seen:
-            name += "_"
-        seen.add(name)
-        names.append(name)
-    frames.columns = names
-    return frames.loc["train"], frames.loc["valid"], frames.loc["test"]
+    encoded = Encoded(max_levels=max_levels).fit(X)
+    return encoded.transform(X), encoded.transform(X_valid), encoded.transform(X_test)
+
+
+def apply_programs(frame, programs):
+    """`frame` with feature programs (sources defining add_features) applied in order."""
+    import datetime
+    import math
+
+    for source in programs:
+        scope = {"np": np, "pd": pd, "math": math, "re": re, "datetime": datetime}
+        exec(compile(source, "feature program", "exec"), scope)
+        frame = scope["add_features"](frame.copy())
+        if isinstance(frame, pd.DataFrame):
+            frame = frame.replace([np.inf, -np.inf], np.nan)
+    return frame
 '''
 
 
-_VALID_LINE = 'X_valid = pd.read_csv("input/valid.csv")  # no target: predict every row\n'
+_VALID_LINE = '    X_valid = pd.read_csv("input/valid.csv")  # no target: predict every row\n'
 # Engine-written code only: every fold in one process, so it reads every dev label.
-_FOLDS_LINE = ('FOLDS = pd.read_csv("input/folds.csv")["fold"].to_numpy()  # fold of each train '
-               'row; -1: never held out\n')
+_FOLDS_LINE = ('    FOLDS = pd.read_csv("input/folds.csv")["fold"].to_numpy()  # fold of each '
+               'train row; -1: never held out\n')
 
 
 def harness_head(ctx: TaskContext, all_folds: bool = False) -> str:
     head = _HEAD.replace(_VALID_LINE, _FOLDS_LINE) if all_folds else _HEAD
-    return (head + PREPARE_SOURCE).replace("__TARGET__", repr(ctx.target))
+    return (head + PREPARE_SOURCE).replace("__TARGET__", repr(ctx.target)).replace(
+        "__MODULE__", repr(MODEL_MODULE))
 
 
 # Class labels of a label metric. A prediction with one float column per class is taken as
@@ -115,38 +195,48 @@ def _frame_function(ctx: TaskContext) -> str:
         "                         \"X_valid or X_test\")\n"
         + body
         + "    return out\n\n\n"
+        "def _treeml_predict(model, rows):  # a fitted make_model()'s, for a saved model\n"
+        f"    return model.{'predict_proba' if ctx.needs_proba else 'predict'}(rows)\n\n\n"
     )
 
 
 def harness_tail(ctx: TaskContext, all_folds: bool = False) -> str:
     if all_folds:
-        return _frame_function(ctx) + HARNESS_MEASURE + _ALL_FOLDS_TAIL
+        return _frame_function(ctx) + HARNESS_MEASURE + _indented(_ALL_FOLDS_RUN)
     return (
         _frame_function(ctx)
         + "def _write(pred, rows, path):\n"
         "    _treeml_frame(pred, len(rows), path).to_csv(path, index=False)\n"
         + HARNESS_MEASURE
-        + "\n\n_treeml_measure = _TreemlMeasure(len(X), len(X_valid), len(X_test))\n"
-        "_treeml_start = _treeml_time.perf_counter()\n"
-        "_treeml_sys.setprofile(_treeml_measure.hook)\n"
-        "try:\n"
-        "    valid_pred, test_pred = fit_predict(X.copy(), y.copy(), X_valid.copy(), "
-        "X_test.copy())\n"
-        "finally:\n"
-        "    _treeml_sys.setprofile(None)\n"
-        "_treeml_seconds = _treeml_time.perf_counter() - _treeml_start\n"
-        "os.makedirs(\"submission\", exist_ok=True)\n"
-        "_write(valid_pred, X_valid, \"submission/valid.csv\")\n"
-        "_write(test_pred, X_test, \"submission/test.csv\")\n"
-        "_treeml_measure.report(_treeml_seconds, valid_pred)\n"
+        + _indented(_RUN)
     )
 
+
+def _indented(run: str) -> str:
+    """The harness's run, which a saved model's module skips (see the head)."""
+    lines = run.strip("\n").splitlines()
+    return "\n\nif _treeml_main:\n" + "".join(f"    {line}\n" if line else "\n" for line in lines)
+
+
+_RUN = """
+_treeml_measure = _TreemlMeasure(len(X), len(X_valid), len(X_test))
+_treeml_start = _treeml_time.perf_counter()
+_treeml_sys.setprofile(_treeml_measure.hook)
+try:
+    valid_pred, test_pred = fit_predict(X.copy(), y.copy(), X_valid.copy(), X_test.copy())
+finally:
+    _treeml_sys.setprofile(None)
+_treeml_seconds = _treeml_time.perf_counter() - _treeml_start
+os.makedirs("submission", exist_ok=True)
+_write(valid_pred, X_valid, "submission/valid.csv")
+_write(test_pred, X_test, "submission/test.csv")
+_treeml_measure.report(_treeml_seconds, valid_pred)
+"""
 
 # Every fold of the run in one process: out-of-fold predictions of the held-out rows in row
 # order (submission/valid.csv), one block of test predictions per fold model with a `fold`
 # column (submission/test.csv); the first fold's call is the one measured.
-_ALL_FOLDS_TAIL = """
-
+_ALL_FOLDS_RUN = """
 _treeml_valid, _treeml_test, _treeml_first = [], [], None
 for _treeml_fold in sorted(set(FOLDS[FOLDS >= 0].tolist())):
     _treeml_in, _treeml_out = FOLDS != _treeml_fold, FOLDS == _treeml_fold
@@ -195,18 +285,30 @@ def predict_call(ctx: TaskContext) -> str:
     return f"model.{method}(X_valid), model.{method}(X_test)"
 
 
-def baseline_code(ctx: TaskContext) -> str:
-    """The engine's own root: LightGBM with default settings on `prepare`d features."""
-    kind = "LGBMRegressor" if ctx.task_type == "regression" else "LGBMClassifier"
+def model_functions(ctx: TaskContext, model: str, after_fit: str = "") -> str:
+    """`make_model()` returning `model` (an expression, an unfitted estimator) and the
+    `fit_predict` that fits it and predicts (running `after_fit` between): the form of all
+    engine-written model code, which a saved model keeps fitted (operators/fitted.py)."""
     return (
-        "import lightgbm as lgb\n\n\n"
+        "def make_model():\n"
+        f"    return {model}\n\n\n"
         "def fit_predict(X, y, X_valid, X_test):\n"
-        "    X, X_valid, X_test = prepare(X, X_valid, X_test)\n"
-        f"    model = lgb.{kind}(random_state=0, verbose=-1)\n"
-        "    model.fit(X, y)\n"
+        "    model = make_model().fit(X, y)\n"
+        f"{after_fit}"
         f"    return {predict_call(ctx)}\n"
     )
 
+
+def baseline_code(ctx: TaskContext) -> str:
+    """The engine's own root: LightGBM with default settings on `prepare`d features."""
+    kind = "LGBMRegressor" if ctx.task_type == "regression" else "LGBMClassifier"
+    return "import lightgbm as lgb\n\n\n" + model_functions(
+        ctx, f"Encoded(lgb.{kind}(random_state=0, verbose=-1))")
+
+
+# The module-level names a member's model code has when it runs as its own node.
+_MEMBER_SCOPE = ('"Encoded": Encoded, "prepare": prepare, "apply_programs": apply_programs, '
+                 '"np": np, "pd": pd, "os": os, "re": re, "TARGET": TARGET')
 
 _ENSEMBLE = """import numpy as np
 
@@ -217,9 +319,9 @@ WEIGHTS = __WEIGHTS__
 
 
 def _member(source, X, y, X_valid, X_test):
-    # The module-level names the harness gives model code when it runs as its own node, bound
-    # to this call's rows: code that uses them outside fit_predict runs here as it ran there.
-    scope = {"prepare": prepare, "np": np, "pd": pd, "os": os, "re": re, "TARGET": TARGET,
+    # Bound to this call's rows: code that uses them outside fit_predict runs here as it
+    # ran as its own node.
+    scope = {__SCOPE__, "_treeml_main": True,
              "X": X.copy(), "y": y.copy(), "X_valid": X_valid.copy(), "X_test": X_test.copy(),
              "train": X.assign(**{TARGET: y.to_numpy()}), "__name__": "member"}
     exec(compile(source, "member", "exec"), scope)
@@ -232,6 +334,44 @@ __COMBINE__
 def fit_predict(X, y, X_valid, X_test):
     outs = [_member(source, X, y, X_valid, X_test) for source in MEMBERS]
     return _combine([v for v, _ in outs]), _combine([t for _, t in outs])
+"""
+
+# Every member a make_model(): the ensemble is one too, so a saved answer keeps it fitted.
+_ENSEMBLE_MODEL = """import numpy as np
+
+# The members' model code, each run in its own namespace so their names cannot clash, and the
+# weight of each (ensemble selection: how often it was picked).
+MEMBERS = __MEMBERS__
+WEIGHTS = __WEIGHTS__
+
+
+def _member(source):
+    scope = {__SCOPE__, "_treeml_main": False, "__name__": "member"}
+    exec(compile(source, "member", "exec"), scope)
+    return scope["make_model"]()
+
+
+class Ensemble:
+    \"\"\"The members fitted on the same rows; their predictions combined by WEIGHTS.\"\"\"
+
+    def __init__(self, members):
+        self.members = members
+
+    def fit(self, X, y):
+        for member in self.members:
+            member.fit(X.copy(), y.copy())
+        return self
+
+    def predict(self, X):
+        return _combine([member.predict(X.copy()) for member in self.members])
+
+    def predict_proba(self, X):
+        return _combine([member.predict_proba(X.copy()) for member in self.members])
+
+
+def _combine(preds):
+__COMBINE__
+
 """
 
 _MEAN = """    columns = [np.asarray(p, dtype=float).reshape(len(p), -1)[:, 0] for p in preds]
@@ -263,14 +403,26 @@ def ensemble_vote(ctx: TaskContext) -> bool:
     return ctx.task_type != "regression" and not ctx.needs_proba
 
 
+def defines_make_model(code: str) -> bool:
+    """Whether the model part of `code` defines `make_model()` at its top level."""
+    try:
+        tree = ast.parse(model_part(code))
+    except SyntaxError:
+        return False
+    return any(isinstance(n, ast.FunctionDef) and n.name == "make_model" for n in tree.body)
+
+
 def ensemble_code(ctx: TaskContext, member_codes: list[str],
                   weights: list[int] | None = None) -> str:
     """The assembled script of an engine-written ensemble of model codes (default weights:
-    equal)."""
+    equal); a make_model() of its own when every member has one."""
     combine = _VOTE if ensemble_vote(ctx) else _MEAN_PROBA if ctx.needs_proba else _MEAN
     sources = "[\n" + "".join(f"    {model_part(c)!r},\n" for c in member_codes) + "]"
-    model = (_ENSEMBLE.replace("__MEMBERS__", sources)
+    models = all(defines_make_model(c) for c in member_codes)
+    model = ((_ENSEMBLE_MODEL if models else _ENSEMBLE)
+             .replace("__MEMBERS__", sources).replace("__SCOPE__", _MEMBER_SCOPE)
              .replace("__WEIGHTS__", repr(weights or [1] * len(member_codes)))
              .replace("__COMBINE__", combine.rstrip("\n")))
+    if models:
+        model += model_functions(ctx, "Ensemble([_member(source) for source in MEMBERS])")
     return assemble(ctx, model)
-

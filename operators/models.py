@@ -12,7 +12,7 @@ from typing import Any
 
 from operators.context import TaskContext
 from operators.features import programs_block
-from operators.harness import predict_call
+from operators.harness import model_functions
 from search.families import FAMILIES
 
 _MODELS = {
@@ -40,10 +40,9 @@ _MODELS = {
     "knn": ("from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor\n"
             "from sklearn.pipeline import make_pipeline\n"
             "from sklearn.preprocessing import StandardScaler",
-            "make_pipeline(StandardScaler(), KNeighborsRegressor(**{**PARAMS, 'n_neighbors': "
-            "min(PARAMS['n_neighbors'], len(X))}))",
-            "make_pipeline(StandardScaler(), KNeighborsClassifier(**{**PARAMS, 'n_neighbors': "
-            "min(PARAMS['n_neighbors'], len(X))}))"),
+            # Encoded.fit lowers n_neighbors to the training rows' count.
+            "make_pipeline(StandardScaler(), KNeighborsRegressor(**PARAMS))",
+            "make_pipeline(StandardScaler(), KNeighborsClassifier(**PARAMS))"),
 }
 
 
@@ -56,19 +55,11 @@ def model_code(ctx: TaskContext, family: str, params: dict[str, Any],
         raise ValueError(f"unknown model family {family!r}")
     imports, regressor, classifier = _MODELS[family]
     model = regressor if ctx.task_type == "regression" else classifier
-    features, apply = "", ""
+    features, step = "", f"Encoded({model})"
     if programs:
         features = programs_block(programs, check=check) + "\n\n"
-        apply = "    X, X_valid, X_test = (with_features(f) for f in (X, X_valid, X_test))\n"
-    return (
-        f"{imports}\n\n"
-        f"{features}"
-        f"PARAMS = {params!r}\n\n\n"
-        "def fit_predict(X, y, X_valid, X_test):\n"
-        f"{apply}"
-        "    X, X_valid, X_test = prepare(X, X_valid, X_test)\n"
-        f"    model = {model}\n"
-        "    model.fit(X, y)\n"
-        + ("    report_importances(model, X.columns)\n" if check and programs else "")
-        + f"    return {predict_call(ctx)}\n"
-    )
+        step = f"Encoded({model}, FEATURE_PROGRAMS)"
+    after_fit = ("    report_importances(model.model, model.names_)\n"
+                 if check and programs else "")
+    return (f"{imports}\n\n{features}PARAMS = {params!r}\n\n\n"
+            + model_functions(ctx, step, after_fit))

@@ -26,6 +26,7 @@ from operators.features import (
     without_columns,
     without_text_arithmetic,
 )
+from operators.harness import PREPARE_SOURCE
 from operators.kinds import kind_of, repair_prompt
 from operators.models import model_code
 from search.journal import Journal
@@ -153,14 +154,19 @@ def test_a_chain_is_read_back_from_the_code_that_applies_it() -> None:
     assert "with_features" not in model_code(ctx, "lgbm", {"n_estimators": 10})
 
 
+# What the harness's head gives the model part: its imports, the target, apply_programs.
+HEAD = ("import re\nimport numpy as np\nimport pandas as pd\nTARGET = 'price'\n"
+        "_treeml_main = True\n" + PREPARE_SOURCE)
+
+
 def _run_check(program: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """The sandboxed script's check, run on a small frame in a child process."""
     rng = np.random.default_rng(0)
     frame = pd.DataFrame({"rooms": rng.integers(1, 6, 40), "area": rng.uniform(20, 200, 40),
                           "built": rng.integers(1950, 2020, 40), "city": ["a", "bb"] * 20})
     frame.to_csv(tmp_path / "x.csv", index=False)
-    script = ("import numpy as np\nimport pandas as pd\nTARGET = 'price'\n"
-              "X = pd.read_csv('x.csv')\n" + programs_block([GOOD, program], check=True))
+    script = (HEAD + "X = pd.read_csv('x.csv')\n"
+              + programs_block([GOOD, program], check=True))
     return subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
                           text=True, timeout=60)
 
@@ -202,11 +208,10 @@ def test_the_fitted_model_reports_what_it_relies_on_once(model: str, tmp_path: P
     frame = pd.DataFrame({"rooms": rng.integers(1, 6, 80), "area": rng.uniform(20, 200, 80),
                           "built": rng.integers(1950, 2020, 80)})
     frame.to_csv(tmp_path / "x.csv", index=False)
-    script = ("import numpy as np\nimport pandas as pd\n"
-              "from sklearn.linear_model import Ridge\n"
+    script = (HEAD + "from sklearn.linear_model import Ridge\n"
               "from sklearn.pipeline import make_pipeline\n"
               "from sklearn.preprocessing import StandardScaler\n"
-              "from sklearn.tree import DecisionTreeRegressor\nTARGET = 'price'\n"
+              "from sklearn.tree import DecisionTreeRegressor\n"
               "X = pd.read_csv('x.csv')\n" + programs_block([GOOD], check=True) + "\n"
               "X = with_features(X)\n"
               "y = X['area_per_room'] * 3\n"

@@ -10,8 +10,10 @@ model refitted on every train + valid row (what `best/` ships, engine/evaluation
 `refit_answer`).
 
 Layout, in `best/model/` (`keep`, written whole or not at all):
-- `fold-<i>.pkl`: the fits of training set i, a pickle loaded only inside the sandbox;
-- `model.json`: the node it belongs to, the training sets, sizes and seconds.
+- `fold-<i>.pkl`: the model of training set i, a pickle loaded only inside the sandbox: the
+  fitted `make_model()` itself (`form` "fitted model": predicting reads no training rows) or
+  a replay's fits (`form` "replay": LLM-written `fit_predict` code);
+- `model.json`: the node it belongs to, the form, the training sets, sizes and seconds.
 
 When the answer cannot be saved (a fit that does not pickle, a replay that differs), the
 manifest's `model` record says why, and predicting trains the answer again, as before.
@@ -35,6 +37,7 @@ from fileio import replacing_dir
 from operators.fitted import (
     FITTED_PREFIX,
     LOAD,
+    MODEL_MAGIC,
     SAVE,
     SOLUTION_FILE,
     UNSAVED_MARK,
@@ -123,7 +126,8 @@ def fit_answer(task: PreparedTask, node_id: str, code: str, folds: Folds | None,
     fit_seconds = sum(saved.seconds for saved in fits)
     replay_seconds = sum(replayed.seconds for replayed in replays)
     holdout = folds is None or folds.k == HOLDOUT
-    record = {"saved": True, "node_id": node_id, "models": len(states),
+    form = "fitted model" if all(s.startswith(MODEL_MAGIC) for s in states) else "replay"
+    record = {"saved": True, "node_id": node_id, "models": len(states), "form": form,
               "training": "every train + valid row" if holdout else
                           f"the learn rows of each of {len(states)} folds",
               "bytes": sum(len(s) for s in states), "fit_seconds": round(fit_seconds, 2),
