@@ -5,9 +5,11 @@ Two forms, by what the solution defines (operators/harness.py):
 - **A fit and a predict** (`make_model()`, all engine-written code): `save` loads the
   solution as a module (its head reads no rows, its run is skipped), fits `make_model()` on
   input/train.csv, predicts valid and test with it, and pickles the fitted object whole
-  (`MODEL_MAGIC` + pickle). `load` and `serve` load the module once and only predict: no
-  training rows are read on a call. Its classes (`Encoded`, `Ensemble`) pickle by the
-  module's name, so a saved model needs its own solution.py, which the saved answer ships.
+  (`MODEL_MAGIC` + pickle), kept only if the unpickled object predicts the test rows exactly
+  as the fitted one did (checked in the same process). `load` and `serve` load the module
+  once and only predict: no training rows are read on a call. Its classes (`Encoded`,
+  `Ensemble`) pickle by the module's name, so a saved model needs its own solution.py,
+  which the saved answer ships.
 - **A replay** (LLM-written `fit_predict`, which fits and predicts in one call): the wrapper
   runs the unchanged solution with the `fit` method of every scikit-learn-style estimator
   class wrapped (every `sklearn.base.BaseEstimator` subclass, which covers LightGBM and
@@ -22,10 +24,10 @@ Either way, `load` predicts with every saved model of the answer (`input/fitted-
 replay's learned from `input/train-<i>.csv`) in one process and writes their predictions as
 blocks with a `fold` column, as engine-written code that runs every fold does; `serve` does
 so request after request in a sandbox session (sandbox/_session.py), the interpreter, the
-imports and the states loaded once. What could make a load differ from its save (a random
+imports and the states loaded once. What could make a replay differ from its save (a random
 step outside the fits, a step that depends on the predicted rows) is caught by the engine,
-which loads the saved state on its own rows and keeps it only if the predictions come out
-the same (engine/deploy/saved_model.py).
+which replays the saved fits on their own rows and keeps them only if the predictions come
+out the same (engine/deploy/saved_model.py).
 
 The state is a pickle written by generated code, which is code: it is loaded only by this
 wrapper, inside the sandbox, never in the engine's process.
@@ -199,19 +201,31 @@ if _TREEML_MODE == "save" and _treeml_model_form:
     _treeml_model.fit(_treeml_train.drop(columns=[_treeml_solution.TARGET]),
                       _treeml_train[_treeml_solution.TARGET])
     _treeml_os.makedirs("submission", exist_ok=True)
+
+    def _treeml_predicted(model, rows, name):
+        return _treeml_solution._treeml_frame(_treeml_solution._treeml_predict(
+            model, rows.copy()), len(rows), name)
+
     for _treeml_name_ in ("valid.csv", "test.csv"):
         _treeml_rows_ = _treeml_pd.read_csv(f"input/{_treeml_name_}")
-        _treeml_solution._treeml_frame(
-            _treeml_solution._treeml_predict(_treeml_model, _treeml_rows_.copy()),
-            len(_treeml_rows_), _treeml_name_).to_csv(f"submission/{_treeml_name_}", index=False)
+        _treeml_written = _treeml_predicted(_treeml_model, _treeml_rows_, _treeml_name_)
+        _treeml_written.to_csv(f"submission/{_treeml_name_}", index=False)
+    # The state is checked here, in the process that made it: the model it unpickles must
+    # predict the test rows exactly as the fitted one did (no second run to replay it).
     try:
-        _treeml_state = __MAGIC__ + _treeml_pickle.dumps(
-            _treeml_model, protocol=_treeml_pickle.HIGHEST_PROTOCOL)
+        _treeml_state = _treeml_pickle.dumps(_treeml_model,
+                                             protocol=_treeml_pickle.HIGHEST_PROTOCOL)
+        _treeml_same = _treeml_predicted(_treeml_pickle.loads(_treeml_state), _treeml_rows_,
+                                         _treeml_name_).equals(_treeml_written)
     except Exception as _treeml_exc:  # any pickling failure: the answer stays unsaved
         print(f"__UNSAVED__{type(_treeml_exc).__name__}: {_treeml_exc}", file=_treeml_sys.stderr)
     else:
-        with open("submission/__STATE__", "wb") as _treeml_file:
-            _treeml_file.write(_treeml_state)
+        if _treeml_same:
+            with open("submission/__STATE__", "wb") as _treeml_file:
+                _treeml_file.write(__MAGIC__ + _treeml_state)
+        else:
+            print("__UNSAVED__the unpickled model changed its test predictions",
+                  file=_treeml_sys.stderr)
 elif _TREEML_MODE == "save":
     _treeml_run()
     if _treeml_unsaved or not _treeml_states:

@@ -79,7 +79,7 @@ def test_saved_fits_predict_new_rows_without_training(task: PreparedTask,
     (tmp_path / "node.json").write_text(json.dumps({"node_id": "n1"}))
     record = save_answer(tmp_path, task, "n1", code, None)
     assert record["saved"] is True and record["models"] == 1, record
-    assert record["training"] == "every train + valid row"
+    assert record["training"] == "every train + valid row" and record["form"] == "replay"
     states = saved_states(tmp_path)
     assert states is not None and len(states) == 1
     (training,) = training_inputs(task, None)
@@ -249,3 +249,28 @@ def test_an_engine_ensemble_with_feature_programs_is_saved_as_a_fitted_model(
     assert retrained.test_csv is not None
     fresh = pd.read_csv(io.BytesIO(retrained.test_csv))
     assert np.allclose(served["proba_high"], fresh["proba_high"])
+
+
+def test_a_model_that_unpickles_differently_is_not_saved(task: PreparedTask,
+                                                         tmp_path: Path) -> None:
+    forgetful = (
+        "from sklearn.linear_model import Ridge\n\n\n"
+        "class Forgetful(Encoded):\n"
+        "    def fit(self, X, y):\n"
+        "        super().fit(X, y)\n"
+        "        self.shift_ = 1.0\n"
+        "        return self\n\n"
+        "    def __getstate__(self):  # its pickle leaves the shift out\n"
+        "        return {k: v for k, v in self.__dict__.items() if k != 'shift_'}\n\n"
+        "    def predict(self, X):\n"
+        "        return super().predict(X) + getattr(self, 'shift_', 0.0)\n\n\n"
+        "def make_model():\n"
+        "    return Forgetful(Ridge())\n\n\n"
+        "def fit_predict(X, y, X_valid, X_test):\n"
+        "    model = make_model().fit(X, y)\n"
+        "    return model.predict(X_valid), model.predict(X_test)\n"
+    )
+    record = save_answer(tmp_path, task, "m2", solution(task, forgetful), None)
+    assert record["saved"] is False
+    assert "unpickled model changed its test predictions" in record["reason"], record
+    assert not (tmp_path / "model").exists()

@@ -1,9 +1,10 @@
 """The answer's saved model: fitted once at the end of a run, so `engine.predict` and
 `Predictor.predict` predict new rows without training.
 
-`fit_answer` runs the answer once per training set with its fits saved
-(operators/fitted.py), then once more with them restored, on the same rows: the state is kept
-only if that replay gives the saved run's own test predictions. The training sets are the ones
+`fit_answer` runs the answer once per training set with its model saved
+(operators/fitted.py). A fitted make_model() is unpickled and checked in that same run; a
+replay's fits are replayed once more on the same rows: the state is kept only if that replay
+gives the saved run's own test predictions. The training sets are the ones
 the answer's test predictions came from: a k-fold run's k fold models (learn rows of each
 fold, their predictions combined as `best/submission/test.csv` was), a holdout run's single
 model refitted on every train + valid row (what `best/` ships, engine/evaluation/final.py
@@ -91,9 +92,10 @@ class FittedAnswer:
 
 def fit_answer(task: PreparedTask, node_id: str, code: str, folds: Folds | None,
                run_all: BatchRunner, limits: Limits) -> FittedAnswer:
-    """Fit the answer once per training set with its fits saved, and replay each: kept only
-    if every replay reproduces its fit's test predictions. The fits run side by side on the
-    executors, then the replays."""
+    """Fit the answer once per training set and save it: a fitted make_model() whole (checked
+    in its save run), or a replay's fits, then replayed: kept only if every replay reproduces
+    its fit's test predictions. The fits run side by side on the executors, then the
+    replays."""
     trainings = [{**inputs, SOLUTION_FILE: code.encode("utf-8")}
                  for inputs in training_inputs(task, folds)]
     fits = run_all([(fitted_wrapper(SAVE), inputs, limits) for inputs in trainings])
@@ -104,10 +106,13 @@ def fit_answer(task: PreparedTask, node_id: str, code: str, folds: Folds | None,
         if len(saved.fitted) >= SUBMISSION_CAP:
             return FittedAnswer({"saved": False, "reason": f"{where}: its fits take over "
                                                            f"{SUBMISSION_CAP // 2**20} MiB"})
-    replays = run_all([(fitted_wrapper(LOAD), replay_inputs(
+    # A fitted make_model() was unpickled and checked in its own save run (operators/fitted.py):
+    # only a replay's fits are replayed here.
+    models = all((saved.fitted or b"").startswith(MODEL_MAGIC) for saved in fits)
+    replays = [] if models else run_all([(fitted_wrapper(LOAD), replay_inputs(
         [inputs["train.csv"]], code, [saved.fitted or b""], inputs["valid.csv"],
         inputs["test.csv"]), limits) for inputs, saved in zip(trainings, fits, strict=True)])
-    for index, (saved, replayed) in enumerate(zip(fits, replays, strict=True)):
+    for index, (saved, replayed) in enumerate(zip(fits if replays else [], replays, strict=True)):
         where = f"model {index + 1}"
         if replayed.status != "ok":
             return FittedAnswer({"saved": False,
@@ -126,8 +131,8 @@ def fit_answer(task: PreparedTask, node_id: str, code: str, folds: Folds | None,
     fit_seconds = sum(saved.seconds for saved in fits)
     replay_seconds = sum(replayed.seconds for replayed in replays)
     holdout = folds is None or folds.k == HOLDOUT
-    form = "fitted model" if all(s.startswith(MODEL_MAGIC) for s in states) else "replay"
-    record = {"saved": True, "node_id": node_id, "models": len(states), "form": form,
+    record = {"saved": True, "node_id": node_id, "models": len(states),
+              "form": "fitted model" if models else "replay",
               "training": "every train + valid row" if holdout else
                           f"the learn rows of each of {len(states)} folds",
               "bytes": sum(len(s) for s in states), "fit_seconds": round(fit_seconds, 2),

@@ -41,6 +41,8 @@ from search.node import Node, Operator
 # ensemble of five members: 34.4 s and 26.7 s against 46.8 s) and 2.8 times (california
 # housing, two members on 13,000 rows, beside other work: 86.7 s and 61.4 s against 52.4 s).
 # With the fits on two executors the estimate said 132 s there and the closing took 131 s.
+# An engine-written answer (a fitted make_model()) is no longer replayed, so this share now
+# over-reserves for it; not measured again yet, it stays as measured for a replayed answer.
 SAVE_SHARE = 2.0
 # The answer's work after the search never takes more of the budget than this share.
 MAX_CLOSING_SHARE = 0.5
@@ -162,7 +164,7 @@ def fit_model(task: PreparedTask, node: Node, folds: Folds | None, run_all: Batc
     (engine/deploy/saved_model.py)."""
     count = 1 if folds is None or folds.k == HOLDOUT else folds.k
     console.print(f"saving the answer's fitted model{'s' * (count > 1)} ({count} fit"
-                  f"{'s' * (count > 1)}, each replayed once)", markup=False)
+                  f"{'s' * (count > 1)})", markup=False)
     fitted = fit_answer(task, node.node_id, node.code, folds, run_all, limits)
     if not fitted.record["saved"]:
         console.print(f"the answer's model is not saved ({fitted.record['reason']}); "
