@@ -1,7 +1,8 @@
 """How long does the embedded model take to write a feature program, and where does the time
 go? (issue 42: a median of at most 15 s per program)
 
-    python -m benchmarks.program_speed RUN [--threads 1,2] [--busy 0,1] [--prompts 5] [--out DIR]
+    python -m benchmarks.program_speed RUN [--threads 1,2] [--busy 0,1] [--prompts 5]
+        [--rebuild] [--out DIR]
 
 Replays the feature-program prompts that run RUN stored (its `features` nodes' last prompt, in
 step order) through the embedded model, once per setting: `threads` llama.cpp threads beside
@@ -9,7 +10,9 @@ step order) through the embedded model, once per setting: `threads` llama.cpp th
 core. The model is loaded once per setting, so each prompt finds the previous one's prefix in
 the cache, as in the run. Each prompt is answered with its node's temperature and a seed of its
 step, so the settings write the same replies and their times compare; each reply begins as the
-engine begins one today (`operators.kinds.features.REPLY_START`), whatever the run's did.
+engine begins one today (`operators.kinds.features.REPLY_START`), whatever the run's did;
+with `--rebuild`, each prompt is also written as today's engine would write it, from the run's
+journal as it stood before that program.
 
 Reported per setting (`program_speed.md`, each reply in `program_speed.jsonl`): the median
 seconds per program, the median completion tokens, and the seconds of the prompts after the
@@ -19,6 +22,7 @@ first (which read only what changed since the previous prompt).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import subprocess
@@ -32,9 +36,13 @@ from benchmarks.cli import add_shared_flags
 from common.chat import ChatPrompt, Reply
 from common.errors import UserError, error_exit
 from engine.records.runs import open_run
+from engine.search_run import task_context
 from fileio import write_atomic
+from operators.kinds import kind_of
 from operators.kinds.features import MAX_TOKENS, REPLY_START, STOP
+from search.journal import Journal
 from search.node import Operator
+from search.policy import Proposal
 
 SPIN = "while True: pass"
 
@@ -51,6 +59,25 @@ def stored_prompts(run: Path, limit: int) -> list[ChatPrompt]:
                        temperature=n.temperature, seed=n.step, tag="features", stop=STOP,
                        reply_start=REPLY_START)
             for n in nodes[:limit]]
+
+
+def rebuilt_prompts(run: Path, limit: int) -> list[ChatPrompt]:
+    """The first `limit` feature-program prompts of `run` as today's engine writes them: each
+    from the run's journal as it stood before that program (the nodes of earlier steps), so a
+    change to the prompt's layout is measured on a run made before it."""
+    stored = open_run(run)
+    ctx = task_context(stored.task(), 0)
+    kind = kind_of(Operator.FEATURES)
+    nodes = sorted(stored.journal.nodes_of(Operator.FEATURES), key=lambda n: n.step)[:limit]
+    if not nodes:
+        raise UserError(f"run {run} has no feature program: run a search with the LLM (not "
+                        "--llm none) first")
+    prompts = []
+    for node in nodes:
+        before = Journal([n for n in stored.journal.nodes if n.step < node.step])
+        proposal = Proposal(Operator.FEATURES, node.parent_id, node.temperature)
+        prompts.append(dataclasses.replace(kind.prompt(ctx, proposal, before), seed=node.step))
+    return prompts
 
 
 @contextmanager
@@ -120,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="busy cores beside the model, each a setting (default 0,1)")
     parser.add_argument("--prompts", type=int, default=5,
                         help="how many of the run's prompts to replay (default 5)")
+    parser.add_argument("--rebuild", action="store_true",
+                        help="write each prompt as today's engine would from the run's journal "
+                             "before it, instead of replaying the prompt the run stored")
     add_shared_flags(parser, out="runs/program-speed",
                      out_help="program_speed.md and program_speed.jsonl go here")
     args = parser.parse_args(argv)
@@ -128,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                     for b in _numbers(args.busy, "--busy")]
         if min(t for t, _ in settings) < 1:
             raise UserError("--threads must be at least 1")
-        prompts = stored_prompts(args.run, args.prompts)
+        prompts = (rebuilt_prompts if args.rebuild else stored_prompts)(args.run, args.prompts)
         from actors.llama_backend import LlamaLLM
 
         results = []

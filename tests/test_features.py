@@ -236,7 +236,7 @@ def test_the_prompt_lists_what_was_tried_and_reads_a_reply() -> None:
     refused = dataclasses.replace(make_node("r1", operator=Operator.FEATURES, step=2,
                                             status=Status.BUGGY),
                                   error=f"{REJECTED} it reads the target column 'price'")
-    # the same columns tried twice more, on other references: one line, its gains, a count
+    # the same columns tried twice more, on other references: the second time marked again
     again = [dataclasses.replace(
         make_node(f"n{i}", operator=Operator.FEATURES, step=3 + i),
         gate=Gate("b", (gain,) * 4, False, "not kept", ("rooms_x_area",)).to_json())
@@ -251,8 +251,8 @@ def test_the_prompt_lists_what_was_tried_and_reads_a_reply() -> None:
     text = prompt.messages[-1]["content"]
     assert "- kept: added area_per_room (gain +0.125)\n" in text
     assert "- refused: it reads the target column 'price'\n" in text
-    assert "- not kept: added rooms_x_area (gain -0.2, -0.1; tried 2 times)\n" in text
-    assert text.count("rooms_x_area") == 1
+    assert ("- not kept: added rooms_x_area (gain -0.2)\n"
+            "- again, not kept: added rooms_x_area (gain -0.1)\n") in text
     assert "# The model of the latest program relied most on: area_per_room 0.40, rooms 0.30" \
         in text
     assert prompt.max_tokens <= 400 and prompt.tag == "features"
@@ -271,6 +271,27 @@ def test_the_prompt_lists_what_was_tried_and_reads_a_reply() -> None:
     body = GOOD.split("def add_features(df):\n", 1)[1]
     assert kind.read(prompt.reply_start + body + "```", ctx, root, journal).problem == ""
     assert repair_prompt(prompt, "no code", "No code block.").reply_start == prompt.reply_start
+
+
+def test_the_tried_list_grows_at_its_end_and_drops_its_oldest_lines_eight_at_a_time() -> None:
+    ctx = TaskContext(preview="flats", target="price", task_type="regression", metric="rmse",
+                      maximize=False, columns=COLUMNS)
+    kind = kind_of(Operator.FEATURES)
+    proposal = Proposal(Operator.FEATURES, None, 0.7, idea="b", family="lgbm")
+    nodes = [dataclasses.replace(
+        make_node(f"n{i}", operator=Operator.FEATURES, step=i),
+        gate=Gate("b", (-0.1,) * 4, False, "not kept", (f"col{i}",)).to_json())
+        for i in range(1, 26)]
+
+    def listed(count: int) -> list[str]:
+        text = kind.prompt(ctx, proposal, Journal(nodes[:count])).messages[-1]["content"]
+        return [line for line in text.splitlines() if line.startswith("- not kept")]
+
+    # up to 16 lines, then the oldest 8 go at once: each list is the previous one plus a line
+    assert [len(listed(n)) for n in (1, 8, 9, 16, 17, 24, 25)] == [1, 8, 9, 16, 9, 16, 9]
+    for count in (2, 9, 16, 18, 24):
+        assert listed(count)[:-1] == listed(count - 1)
+    assert listed(17)[0] == "- not kept: added col9 (gain -0.1)"
 
 
 def _kept(node_id: str, parent: str | None, step: int, *added: str) -> Node:

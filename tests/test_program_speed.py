@@ -3,6 +3,7 @@ fake model (the embedded model itself is tested in tests/test_llama_slow.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -12,8 +13,11 @@ import pytest
 
 import benchmarks.program_speed as speed
 from common.chat import ChatPrompt, Reply
+from operators.context import TaskContext
 from search.journal import Journal
 from search.node import Node, Operator, Status
+from search.programs import Gate
+from tests.helpers import make_node
 
 
 def _program(step: int, prompt: str) -> Node:
@@ -37,6 +41,24 @@ def test_the_runs_prompts_in_step_order_with_their_temperature_and_step_seed(
     assert [p.messages[0]["content"] for p in prompts] == ["first", "second"]
     assert [p.seed for p in prompts] == [3, 7] and {p.temperature for p in prompts} == {0.5}
     assert prompts[0].max_tokens == speed.MAX_TOKENS and prompts[0].stop == speed.STOP
+
+
+def test_rebuilt_prompts_see_the_journal_as_it_stood_before_each_program(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = Gate("b", (-0.1,) * 4, False, "not kept", ("rooms_x_area",)).to_json()
+    nodes = [make_node("b", operator=Operator.BASELINE, step=1),
+             dataclasses.replace(_program(2, "old"), gate=gate),
+             dataclasses.replace(_program(3, "old"), gate=gate)]
+    task = SimpleNamespace()
+    monkeypatch.setattr(speed, "open_run", lambda run: SimpleNamespace(
+        journal=Journal(nodes), task=lambda: task))
+    monkeypatch.setattr(speed, "task_context", lambda t, seed: TaskContext(
+        preview="flats", target="price", task_type="regression", metric="rmse",
+        maximize=False, columns=("rooms", "area")))
+    first, second = speed.rebuilt_prompts(Path("run"), limit=5)
+    assert "rooms_x_area" not in first.messages[-1]["content"]  # nothing tried before it
+    assert "- not kept: added rooms_x_area (gain -0.1)" in second.messages[-1]["content"]
+    assert (first.seed, second.seed) == (2, 3) and first.reply_start == speed.REPLY_START
 
 
 def test_a_run_without_programs_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch,

@@ -50,7 +50,7 @@ STOP = ["\n```\n"]
 # The reply begins with the fence and the function's first line, written for the model: it
 # spent 10 to 30 tokens a program on them and on import lines the prompt said not to write.
 REPLY_START = f"```python\ndef {FUNCTION}(df):\n"
-TRIED_SHOWN = 8  # the latest programs the prompt lists with their outcome
+TRIED_SHOWN = 8  # the prompt lists the latest 8 to 16 programs tried, with their outcome
 
 SYSTEM = ("You are a data scientist who writes short pandas feature-engineering functions. "
           "Reply with one ```python code block and nothing else.")
@@ -88,36 +88,32 @@ ASK_AGAIN = f"Reply again with one ```python block defining {FUNCTION}(df)."
 
 
 def _tried(journal: Journal) -> str:
-    """The latest distinct programs with what became of each: what the model should not
-    repeat. A program tried again (the same columns added, the same refusal) is one line with
-    its count, so the list stays short and the repetition is plain to the model."""
-    outcomes: dict[str, list[str]] = {}  # line -> the gains of each time it was tried
+    """Every program tried, in the order tried, with what became of it: what the model should
+    not repeat (a repetition is marked `again`, so it is plain to the model). The list only
+    grows at its end, and drops its oldest lines TRIED_SHOWN at a time: each prompt then
+    shares all but its last lines with the one before, which llama.cpp's prefix cache does
+    not read again (a window sliding by one line made every later prompt read the whole list
+    again: about 1,000 changed characters a prompt in README command 1's run at d830422)."""
+    lines: list[str] = []
+    seen: set[str] = set()
     programs = [n for n in journal.nodes_of(Operator.FEATURES) if n.status is not Status.LOST]
     for node in sorted(programs, key=lambda n: n.step):
         gate = gate_of(node)
         if gate is not None:
             line = (f"{'kept' if gate.kept else 'not kept'}: added "
                     f"{', '.join(gate.added) or '?'}")
-            gain = f"{gate.mean_gain:+.3g}"
+            told = f" (gain {gate.mean_gain:+.3g})"
         elif node.error.startswith(REJECTED):
-            line, gain = f"refused: {one_line(node.error.removeprefix(REJECTED))[:120]}", ""
+            line, told = f"refused: {one_line(node.error.removeprefix(REJECTED))[:120]}", ""
         elif node.error:
-            line, gain = f"failed: {one_line(node.error)[:120]}", ""
+            line, told = f"failed: {one_line(node.error)[:120]}", ""
         else:
             continue
-        outcomes.setdefault(line, []).append(gain)
-        outcomes[line] = outcomes.pop(line)  # the latest last
-    lines = [f"- {line}" + _told(gains) for line, gains in list(outcomes.items())[-TRIED_SHOWN:]]
-    return "# Programs already tried (do not repeat them)\n" + "\n".join(lines) + "\n\n" \
-        if lines else ""
-
-
-def _told(gains: list[str]) -> str:
-    """A line's gains, and how often it was tried when more than once."""
-    shown = [g for g in gains if g]
-    times = f"tried {len(gains)} times" if len(gains) > 1 else ""
-    parts = [*([f"gain {', '.join(shown)}"] if shown else []), *([times] if times else [])]
-    return f" ({'; '.join(parts)})" if parts else ""
+        lines.append(f"- {'again, ' if line in seen else ''}{line}{told}")
+        seen.add(line)
+    shown = lines[max(0, (len(lines) - 1) // TRIED_SHOWN - 1) * TRIED_SHOWN:]
+    return "# Programs already tried (do not repeat them)\n" + "\n".join(shown) + "\n\n" \
+        if shown else ""
 
 
 def _reliance(journal: Journal) -> str:
