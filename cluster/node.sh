@@ -32,7 +32,12 @@ setup() {
     python3 -m venv ~/venv
     ~/venv/bin/pip install -q --upgrade pip
     # ray[default] adds the dashboard, `ray status` and `ray list`: how a cluster is watched.
-    ~/venv/bin/pip install -q -e "$HOME/treeml${extras:+[$extras]}" "ray[default]"
+    # Compiled on every core after the install (pip compiles on one): executors run candidates
+    # with the venv read-only, so it must be compiled before. A file that does not compile is
+    # skipped.
+    ~/venv/bin/pip install -q --no-compile -e "$HOME/treeml${extras:+[$extras]}" "ray[default]"
+    ~/venv/bin/python -m compileall -qq -j 0 \
+        "$(~/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" || true
     grep -qs 'venv/bin' ~/.bashrc || echo 'export PATH="$HOME/venv/bin:$PATH"' >> ~/.bashrc
 }
 

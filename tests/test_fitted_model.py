@@ -1,0 +1,125 @@
+"""The answer saved as fitted make_model() objects (operators/fitted.py, the form of all
+engine-written code): fitted once, checked in its save run, then new rows predicted in the
+real sandbox by the unpickled objects alone, without their training rows."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from engine.deploy.saved_model import replay_inputs, saved_states, training_inputs
+from engine.evaluation.folds import make_folds
+from engine.search_run import task_context
+from engine.task.prepare import PreparedTask, TaskSpec, csv_bytes, prepare_task
+from operators.fitted import LOAD, MODEL_MAGIC, fitted_wrapper
+from operators.harness import assemble, defines_make_model, ensemble_code
+from operators.models import model_code
+from sandbox import run_script
+from tests.helpers import make_data
+from tests.test_fitted import LIMITS, predict_rows, save_answer, solution
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> PreparedTask:
+    tmp = tmp_path_factory.mktemp("fitted-model")
+    make_data(tmp / "d.csv", rows=200)
+    return prepare_task(TaskSpec(data=tmp / "d.csv", target="y"))
+
+
+# No random_state: equal predictions can only come from the saved fitted object.
+UNSEEDED_MODEL = (
+    "from sklearn.ensemble import RandomForestRegressor\n\n\n"
+    "def make_model():\n"
+    "    return Encoded(RandomForestRegressor(n_estimators=10))\n\n\n"
+    "def fit_predict(X, y, X_valid, X_test):\n"
+    "    model = make_model().fit(X, y)\n"
+    "    return model.predict(X_valid), model.predict(X_test)\n"
+)
+
+
+def test_a_fitted_make_model_predicts_without_its_training_rows(task: PreparedTask,
+                                                                tmp_path: Path) -> None:
+    folds = make_folds(task, 3)
+    code = solution(task, UNSEEDED_MODEL)
+    (tmp_path / "node.json").write_text(json.dumps({"node_id": "m1"}))
+    record = save_answer(tmp_path, task, "m1", code, folds)
+    assert record["saved"] is True and record["form"] == "fitted model", record
+    states = saved_states(tmp_path)
+    assert states is not None and len(states) == 3
+    assert all(state.startswith(MODEL_MAGIC) for state in states)
+    # Training rows that are not a CSV at all: a fitted model never reads them.
+    nothing = [b"\x00 not rows"] * 3
+    everything = predict_rows(task, code, nothing, states, task.test_X)
+    head = predict_rows(task, code, nothing, states, task.test_X.head(5))
+    for whole, part in zip(everything, head, strict=True):
+        assert np.array_equal(part, whole[:5])
+    assert not np.allclose(everything[0], everything[1])  # three models, other rows each
+    retrained = run_script(code, {**training_inputs(task, folds)[0],
+                                  "test.csv": csv_bytes(task.test_X)}, LIMITS)
+    assert retrained.test_csv is not None
+    again = pd.read_csv(io.BytesIO(retrained.test_csv))["prediction"].to_numpy()
+    assert not np.allclose(again, everything[0])  # a real fit of this model differs every time
+
+
+def test_an_engine_ensemble_with_feature_programs_is_saved_as_a_fitted_model(
+        tmp_path: Path) -> None:
+    make_data(tmp_path / "d.csv", rows=160)
+    frame = pd.read_csv(tmp_path / "d.csv")
+    frame["kind"] = np.where(frame["y"] > frame["y"].median(), "high", "low")
+    frame["colour"] = np.resize(["red", "blue", None], len(frame))
+    frame.drop(columns=["y"]).to_csv(tmp_path / "c.csv", index=False)
+    task = prepare_task(TaskSpec(data=tmp_path / "c.csv", target="kind", metric="log_loss"))
+    ctx = task_context(task, 0)
+    program = "def add_features(df):\n    df['ab'] = df['a'] * df['b']\n    return df\n"
+    members = [assemble(ctx, model_code(ctx, "lgbm", {"n_estimators": 20}, [program])),
+               assemble(ctx, model_code(ctx, "knn", {"n_neighbors": 500}))]
+    code = ensemble_code(ctx, members, [2, 1])
+    assert defines_make_model(code)
+    (tmp_path / "node.json").write_text(json.dumps({"node_id": "e1"}))
+    record = save_answer(tmp_path, task, "e1", code, None)
+    assert record["saved"] is True and record["form"] == "fitted model", record
+    states = saved_states(tmp_path)
+    assert states is not None
+    result = run_script(fitted_wrapper(LOAD), replay_inputs(
+        [b""], code, states, csv_bytes(task.test_X.head(7))), LIMITS)
+    assert result.status == "ok", result.stderr_tail
+    assert result.valid_csv is not None
+    served = pd.read_csv(io.BytesIO(result.valid_csv))
+    assert list(served.columns) == ["fold", "prediction", "proba_high", "proba_low"]
+    # The same rows as the saved run's own test predictions (fit_answer checked all of them).
+    (inputs,) = training_inputs(task, None)
+    retrained = run_script(code, {**inputs, "test.csv": csv_bytes(task.test_X.head(7))},
+                           LIMITS)
+    assert retrained.test_csv is not None
+    fresh = pd.read_csv(io.BytesIO(retrained.test_csv))
+    assert np.allclose(served["proba_high"], fresh["proba_high"])
+
+
+def test_a_model_that_unpickles_differently_is_not_saved(task: PreparedTask,
+                                                         tmp_path: Path) -> None:
+    forgetful = (
+        "from sklearn.linear_model import Ridge\n\n\n"
+        "class Forgetful(Encoded):\n"
+        "    def fit(self, X, y):\n"
+        "        super().fit(X, y)\n"
+        "        self.shift_ = 1.0\n"
+        "        return self\n\n"
+        "    def __getstate__(self):  # its pickle leaves the shift out\n"
+        "        return {k: v for k, v in self.__dict__.items() if k != 'shift_'}\n\n"
+        "    def predict(self, X):\n"
+        "        return super().predict(X) + getattr(self, 'shift_', 0.0)\n\n\n"
+        "def make_model():\n"
+        "    return Forgetful(Ridge())\n\n\n"
+        "def fit_predict(X, y, X_valid, X_test):\n"
+        "    model = make_model().fit(X, y)\n"
+        "    return model.predict(X_valid), model.predict(X_test)\n"
+    )
+    record = save_answer(tmp_path, task, "m2", solution(task, forgetful), None)
+    assert record["saved"] is False
+    assert "unpickled model changed its test predictions" in record["reason"], record
+    assert not (tmp_path / "model").exists()
