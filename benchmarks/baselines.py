@@ -261,9 +261,16 @@ def autogluon(task: PreparedTask, budget: float, seed: int, folder: Path) -> Bas
         label=task.target, eval_metric=_peer_metric("autogluon", task),
         problem_type=task.task_type, path=str(folder / "autogluon"), verbosity=1,
         positive_class=positive)
-    # The seed every bagged model starts from (AutoGluon's default is 0).
+    # The seed every bagged model starts from (AutoGluon's default is 0). Without a Ray it
+    # supports, AutoGluon 1.6.3 runs best_quality's DyStack sub-fit in its own process; when
+    # that sub-fit trains no model (a quarter of a short budget, a loaded machine) it raises,
+    # leaves its learner marked fitted, and the main fit then fails ("Learner is already fit").
+    # Not raising keeps the sub-fit's answer (no stacked overfitting found); the main fit's
+    # emptiness is checked here instead.
     predictor.fit(rows, time_limit=budget, presets="best_quality",
-                  ag_args_ensemble={"model_random_seed": seed})
+                  ag_args_ensemble={"model_random_seed": seed}, raise_on_no_models_fitted=False)
+    if not predictor.model_names():
+        raise RuntimeError(f"AutoGluon trained no model in {budget:g} s: give it a longer budget")
     proba = predictor.predict_proba(task.test_X) if task.metric.needs_proba else None
     test = score(task, submission(task, predictor.predict(task.test_X), proba), "test")
     seconds = time.time() - start

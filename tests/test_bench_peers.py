@@ -15,10 +15,8 @@ from benchmarks.baselines import BASELINES, BaselineResult
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 
 PEER = [pytest.mark.slow, pytest.mark.bench]
-# Seconds per fit. AutoGluon's best_quality spends a quarter of its budget on a DyStack sub-fit;
-# when that trains no model at all (a few seconds), AutoGluon 1.6.3 without a Ray it supports
-# then fails the main fit ("Learner is already fit"), so it gets 20 s.
-BUDGET = {"lgbm": 1.0, "optuna": 2.0, "autogluon": 20.0, "flaml": 5.0}
+# Seconds per fit.
+BUDGET = {"lgbm": 1.0, "optuna": 2.0, "autogluon": 10.0, "flaml": 5.0}
 
 
 def _data(path: Path, kind: str, rows: int = 240) -> Path:
@@ -95,6 +93,18 @@ def test_each_baseline_optimises_every_protocol_metric(name: str, kind: str, met
         predictor = TabularPredictor.load(str(tmp_path / name / "autogluon"), verbosity=0)
         assert predictor.model_best == result.params["best_model"]
         assert predictor.problem_type == task.task_type
+
+
+@pytest.mark.slow
+@pytest.mark.bench
+def test_autogluon_answers_when_its_dystack_sub_fit_trains_nothing(tmp_path: Path) -> None:
+    """best_quality spends a quarter of the budget on a DyStack sub-fit. With 5 s on this task
+    (the CI machine, or any loaded one) the sub-fit trains no model; AutoGluon 1.6.3 without a
+    Ray it supports then failed the main fit ("Learner is already fit"), as it did in CI at
+    4 s of 20 beside the vLLM suite."""
+    task = _task(tmp_path, "multiclass", "f1_weighted")
+    result = _run("autogluon", task, 5.0, tmp_path / "autogluon")
+    assert result.test > 0.6 and result.params["models"] >= 1
 
 
 @pytest.mark.slow
