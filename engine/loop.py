@@ -24,6 +24,7 @@ from actors.pool import ActorPool, Call
 from common.chat import Reply
 from common.errors import BackendError, StoreError
 from engine.budget import Budget
+from engine.deploy.saved_model import answer_candidates
 from engine.evaluation.folds import Folds
 from engine.evaluation.scoring import frame_csv
 from engine.records.runs import kept_predictions
@@ -112,8 +113,12 @@ class SearchLoop:
         route: Callable[[Operator], str] | None = None,
         folds: Folds | None = None,
         floor: Floor | None = None,
+        keep_fold_models: bool = False,
     ) -> None:
         self.store = store
+        # Keep the fold models scoring fitted for the nodes that can still become the answer
+        # (engine/deploy/saved_model.py), so saving it fits nothing again.
+        self.keep_fold_models = keep_fold_models
         self.journal = journal
         self.policy = policy
         self.budget = budget
@@ -428,6 +433,8 @@ class SearchLoop:
                              f"{_short(exc)}; free disk space, then --resume "
                              f"{self.store.root}") from exc
         self.journal.add(node)
+        if self.keep_fold_models and node.metric is not None:
+            self._keep_fold_models(node, done.fold_models)
         if node.operator is Operator.ANALYZE:
             retry = self.search.after_analysis(node)
             if retry is not None:
@@ -441,6 +448,18 @@ class SearchLoop:
         self.stats.nodes = len(self.journal)
         self.stats.test_scores[node.node_id] = done.test_raw
         self.on_node(node, self.stats)
+
+    def _keep_fold_models(self, node: Node, fold_models: list[bytes] | None) -> None:
+        """Keep a scored node's fold models while it can become the answer or a member of
+        it, and drop those of nodes that no longer can. A disk that refuses them costs only
+        the time to fit the answer again at the end."""
+        keepers = answer_candidates(self.journal)
+        try:
+            if fold_models is not None and node.node_id in keepers:
+                self.store.keep_fold_models(node.node_id, fold_models)
+            self.store.drop_fold_models(keepers)
+        except OSError:
+            pass
 
     def _stop_in_flight(self, reason: str) -> None:
         """Record everything still running or waiting as killed, then drop it. In a start

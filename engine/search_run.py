@@ -176,10 +176,12 @@ class SearchRun:
                 closing = len(workers.executors) + workers.lendable_cpus()
 
                 def on_node(node: Node, stats: LoopStats) -> None:
-                    budget.reserve = closing_seconds(journal, config, folds, self.task, closing)
+                    budget.reserve = closing_seconds(journal, config, folds, self.task, closing,
+                                                     store.kept_fold_models())
                     progress.node(node, stats.prompt_tokens + stats.completion_tokens)
 
-                budget.reserve = closing_seconds(journal, config, folds, self.task, closing)
+                budget.reserve = closing_seconds(journal, config, folds, self.task, closing,
+                                                 store.kept_fold_models())
                 loop = SearchLoop(
                     task=self.task, store=store, journal=journal,
                     # A resumed run gets its findings back from the analysis node in the Journal.
@@ -189,7 +191,8 @@ class SearchRun:
                     policy=policy, budget=budget, exec_timeout=config.exec_timeout,
                     requeue=requeue, llm_timeout=config.llm_timeout, reflect=config.reflect,
                     on_node=on_node, route=config.routes.spec_for, folds=folds,
-                    floor=self._floor(seed, recalled), **workers.loop_arguments(),
+                    floor=self._floor(seed, recalled), keep_fold_models=config.save_model,
+                    **workers.loop_arguments(),
                 )
                 progress.loop = loop
                 stats, interrupted = self._search(loop, progress)
@@ -199,6 +202,7 @@ class SearchRun:
                 workers.lend_llm_cpus()
                 selection = select_final(store, self.task, journal, tests, config, self.console,
                                          workers.run_script, workers.run_scripts)
+                store.drop_fold_models(set())  # best/model/ holds the answer's
                 spent = self._spent(before, stats, budget, interrupted, searched)
             finally:
                 if workers is not None:

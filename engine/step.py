@@ -38,6 +38,7 @@ from engine.evaluation.scoring import (
 )
 from engine.search_context import ALL_FOLDS, SearchContext
 from operators.features import added_columns
+from operators.fitted import fold_states
 from operators.flags import implementation_flags
 from operators.harness import model_part
 from operators.kinds import kind_of, repair_prompt
@@ -83,6 +84,9 @@ class Done:
     node: Node
     test_raw: float | None
     predictions: HeldOut | None = None
+    # The fold models an all-folds run of make_model() code kept (operators/harness.py), one
+    # per fold; None when it kept none.
+    fold_models: list[bytes] | None = None
 
 
 Need = Generate | Execute | Done | None  # None: nothing new until an answer arrives
@@ -313,9 +317,14 @@ class Step:
                                         self.search.dev_labels.iloc[learn])
                 if self.operator.traits.program:
                     self._gate(predictions, added_columns(first.stdout_tail))
+        kept = None
+        if predictions is not None and ALL_FOLDS in self._results:
+            kept = fold_states(self._results[ALL_FOLDS][0].fitted)
+            if kept is not None and len(kept) != self.search.fold_plan.k:
+                kept = None
         self._finish(status, error=error, result=first, predictions=predictions,
                      train_raw=train_raw, executor=executor, node_ip=node_ip,
-                     measured=measured)
+                     measured=measured, fold_models=kept)
 
     def _score(self) -> HeldOut:
         search, folds = self.search, self.search.fold_plan
@@ -361,7 +370,8 @@ class Step:
     def _finish(self, status: Status, *, error: str = "", result: ExecResult | None = None,
                 predictions: HeldOut | None = None, train_raw: float | None = None,
                 executor: str = "", node_ip: str = "",
-                measured: Measurements | None = None) -> Done:
+                measured: Measurements | None = None,
+                fold_models: list[bytes] | None = None) -> Done:
         search = self.search
         if self._done is not None:  # a late answer of a step already over changes nothing
             return self._done
@@ -416,7 +426,8 @@ class Step:
             else self.proposal.feature_set,
             gate=self.gate,
         )
-        self._done = Done(node, predictions.test_raw if predictions else None, predictions)
+        self._done = Done(node, predictions.test_raw if predictions else None, predictions,
+                          fold_models)
         return self._done
 
 

@@ -35,18 +35,17 @@ wrapper, inside the sandbox, never in the engine's process.
 
 from __future__ import annotations
 
-from operators.harness import MODEL_MODULE
+from operators.harness import FOLDS_MAGIC, MODEL_MAGIC, MODEL_MODULE
 from sandbox import REPLY_DIR, REPLY_FD_ENV, REQUEST_FILE
 
-SAVE, LOAD, SERVE = "save", "load", "serve"
+SAVE, LOAD, SERVE, COMPOSE = "save", "load", "serve", "compose"
 STATE_FILE = "fitted.pkl"  # written to submission/ by a save
 FITTED_PREFIX = "fitted"  # a load reads input/fitted-<i>.pkl with input/train-<i>.csv, i = 0..
 SOLUTION_FILE = "solution.py"  # the solution script, an input file of the wrapper
 # A save that could not pickle a fit says why on this stderr line (and writes no state).
 UNSAVED_MARK = "treeml-fitted: not saved: "
-# The first bytes of a saved fitted make_model() (a fit-and-predict solution); without them, a
-# state is a replay's list of fits.
-MODEL_MAGIC = b"treeml-model\n"
+# A compose run reads the fold models scoring kept as input/kept-<member>-<fold>.pkl.
+KEPT_PREFIX = "kept"
 
 _WRAPPER = '''"""Runs input/solution.py, its model fits saved or restored (operators/fitted.py)."""
 import ast as _treeml_ast
@@ -226,6 +225,45 @@ if _TREEML_MODE == "save" and _treeml_model_form:
         else:
             print("__UNSAVED__the unpickled model changed its test predictions",
                   file=_treeml_sys.stderr)
+elif _TREEML_MODE == "compose":
+    # The fold models scoring kept (a fitted make_model() per member and fold): each member's
+    # predictions of the test rows, blocks with `fold` = member * folds + fold, for the engine
+    # to check against what the member scored; then the answer's model of each fold, the
+    # members' put together when the solution is an ensemble, kept as the scoring run keeps
+    # fold models (FOLDS_MAGIC).
+    _treeml_builtins.__import__ = _treeml_import
+    import pandas as _treeml_pd
+
+    _treeml_solution = _treeml_module()
+    _treeml_members = []
+    while _treeml_os.path.exists(f"input/__KEPT__-{len(_treeml_members)}-0.pkl"):
+        _treeml_folds = []
+        while _treeml_os.path.exists(_treeml_path := f"input/__KEPT__-"
+                                     f"{len(_treeml_members)}-{len(_treeml_folds)}.pkl"):
+            with open(_treeml_path, "rb") as _treeml_file:
+                _treeml_folds.append(_treeml_pickle.loads(
+                    _treeml_file.read()[len(__MAGIC__):]))
+        _treeml_members.append(_treeml_folds)
+    _treeml_rows_ = _treeml_pd.read_csv("input/test.csv")
+    _treeml_blocks = []
+    for _treeml_m, _treeml_folds in enumerate(_treeml_members):
+        for _treeml_f, _treeml_model in enumerate(_treeml_folds):
+            _treeml_block = _treeml_solution._treeml_frame(_treeml_solution._treeml_predict(
+                _treeml_model, _treeml_rows_.copy()), len(_treeml_rows_), "test.csv")
+            _treeml_block.insert(0, "fold", _treeml_m * len(_treeml_folds) + _treeml_f)
+            _treeml_blocks.append(_treeml_block)
+    _treeml_os.makedirs("submission", exist_ok=True)
+    _treeml_pd.concat(_treeml_blocks).to_csv("submission/test.csv", index=False)
+    if hasattr(_treeml_solution, "Ensemble"):
+        _treeml_answer = [_treeml_solution.Ensemble(list(models))
+                          for models in zip(*_treeml_members)]
+    else:
+        (_treeml_answer,) = _treeml_members
+    _treeml_states_ = [__MAGIC__ + _treeml_pickle.dumps(m, protocol=_treeml_pickle.HIGHEST_PROTOCOL)
+                       for m in _treeml_answer]
+    with open("submission/__STATE__", "wb") as _treeml_file:
+        _treeml_file.write(__FOLDS__ + " ".join(str(len(s)) for s in _treeml_states_).encode()
+                           + b"\\n" + b"".join(_treeml_states_))
 elif _TREEML_MODE == "save":
     _treeml_run()
     if _treeml_unsaved or not _treeml_states:
@@ -322,13 +360,36 @@ _treeml_builtins.__import__ = _treeml_import
 '''
 
 
+def fold_states(blob: bytes | None) -> list[bytes] | None:
+    """The fold models in a FOLDS_MAGIC container (an all-folds scoring run's or a compose
+    run's submission/fitted.pkl), cut apart without unpickling; None when `blob` is not a
+    whole one."""
+    if blob is None or not blob.startswith(FOLDS_MAGIC):
+        return None
+    header, _, body = blob[len(FOLDS_MAGIC):].partition(b"\n")
+    try:
+        sizes = [int(size) for size in header.split()]
+    except ValueError:
+        return None
+    if not sizes or sum(sizes) != len(body):
+        return None
+    states, start = [], 0
+    for size in sizes:
+        states.append(body[start:start + size])
+        start += size
+    return states if all(state.startswith(MODEL_MAGIC) for state in states) else None
+
+
 def fitted_wrapper(mode: str) -> str:
     """The script that runs `input/solution.py` saving (SAVE) or restoring (LOAD) its fits,
-    or restoring them to answer request after request in a sandbox session (SERVE)."""
-    if mode not in (SAVE, LOAD, SERVE):
-        raise ValueError(f"mode must be {SAVE!r}, {LOAD!r} or {SERVE!r}, got {mode!r}")
+    restoring them to answer request after request in a sandbox session (SERVE), or putting
+    the answer's model together from the fold models scoring kept (COMPOSE)."""
+    if mode not in (SAVE, LOAD, SERVE, COMPOSE):
+        raise ValueError(f"mode must be {SAVE!r}, {LOAD!r}, {SERVE!r} or {COMPOSE!r}, "
+                         f"got {mode!r}")
     return (_WRAPPER.replace("__MODE__", repr(mode)).replace("__STATE__", STATE_FILE)
             .replace("__SOLUTION__", SOLUTION_FILE).replace("__UNSAVED__", UNSAVED_MARK)
             .replace("__FITTED__", FITTED_PREFIX).replace("__REQUEST__", REQUEST_FILE)
             .replace("__REPLY_FD__", REPLY_FD_ENV).replace("__REPLY__", REPLY_DIR)
-            .replace("__MODULE__", repr(MODEL_MODULE)).replace("__MAGIC__", repr(MODEL_MAGIC)))
+            .replace("__MODULE__", repr(MODEL_MODULE)).replace("__MAGIC__", repr(MODEL_MAGIC))
+            .replace("__KEPT__", KEPT_PREFIX).replace("__FOLDS__", repr(FOLDS_MAGIC)))

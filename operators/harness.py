@@ -25,6 +25,17 @@ from search.node import MODEL_END, MODEL_START, PROBA_PREFIX
 # The name a saved model gives the script when it loads it as a module: the head reads no rows
 # and the run is skipped, so only the definitions (make_model, Encoded, ...) are made.
 MODEL_MODULE = "treeml_model"
+# The first bytes of a saved fitted make_model() (a fit-and-predict solution); without them, a
+# state is a replay's list of fits (operators/fitted.py).
+MODEL_MAGIC = b"treeml-model\n"
+# The first bytes of the fold models an all-folds scoring run keeps (submission/fitted.pkl):
+# then a line of the states' byte sizes, then the states (each MODEL_MAGIC + pickle), so the
+# engine cuts them apart without unpickling anything (operators/fitted.py `fold_states`).
+FOLDS_MAGIC = b"treeml-folds\n"
+# Fold models bigger than this together are not kept: the answer is fitted again instead.
+# (Five folds of 300 unpruned extra trees on concrete's 824 rows: 125 MiB. Under the sandbox's
+# SUBMISSION_CAP, the most of a file the engine reads back.)
+FOLD_MODELS_CAP = 160 * 2**20
 
 _HEAD = '''"""Solution script: the engine's harness around LLM-written model code.
 
@@ -202,7 +213,11 @@ def _frame_function(ctx: TaskContext) -> str:
 
 def harness_tail(ctx: TaskContext, all_folds: bool = False) -> str:
     if all_folds:
-        return _frame_function(ctx) + HARNESS_MEASURE + _indented(_ALL_FOLDS_RUN)
+        keep = (_KEEP_FOLD_MODELS.replace("__MODULE__", repr(MODEL_MODULE))
+                .replace("__MAGIC__", repr(MODEL_MAGIC)).replace("__FOLDS__", repr(FOLDS_MAGIC))
+                .replace("__CAP__", str(FOLD_MODELS_CAP)))
+        return (_frame_function(ctx) + HARNESS_MEASURE + _indented(keep)
+                + _indented(_ALL_FOLDS_RUN))
     return (
         _frame_function(ctx)
         + "def _write(pred, rows, path):\n"
@@ -263,6 +278,44 @@ os.makedirs("submission", exist_ok=True)
 pd.concat(_treeml_valid).sort_index().to_csv("submission/valid.csv", index=False)
 pd.concat(_treeml_test).to_csv("submission/test.csv", index=False)
 _treeml_measure.report(*_treeml_first)
+if _treeml_fold_models is not None:
+    _treeml_keep_fold_models(_treeml_fold_models)
+"""
+
+# An all-folds run of make_model() code keeps each fold's fitted model: the answer's saved
+# model is then ready without fitting it again (engine/deploy/saved_model.py). make_model is
+# wrapped to see the models fit_predict makes; one per fold, or none is kept. The classes the
+# script defines pickle under MODEL_MODULE, the name a saved model loads the script by.
+_KEEP_FOLD_MODELS = """
+def _treeml_keep_fold_models(made):
+    import pickle
+
+    if len(made) != len(set(FOLDS[FOLDS >= 0].tolist())) or len(made) < 2:
+        return
+    try:
+        _treeml_sys.modules[__MODULE__] = _treeml_sys.modules[__name__]
+        for value in list(globals().values()):
+            if isinstance(value, type) and value.__module__ == __name__:
+                value.__module__ = __MODULE__
+        states = [__MAGIC__ + pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL) for m in made]
+    except Exception as exc:  # the node is scored all the same; its answer is fitted again
+        print(f"fold models not kept: {type(exc).__name__}: {exc}", file=_treeml_sys.stderr)
+        return
+    if sum(len(state) for state in states) <= __CAP__:
+        with open("submission/fitted.pkl", "wb") as file:
+            file.write(__FOLDS__ + " ".join(str(len(s)) for s in states).encode() + b"\\n")
+            for state in states:
+                file.write(state)
+
+
+_treeml_fold_models = None
+if "make_model" in globals():
+    _treeml_fold_models, _treeml_make_model = [], make_model
+
+    def make_model():
+        _treeml_fold_models.append(_treeml_make_model())
+        return _treeml_fold_models[-1]
+
 """
 
 

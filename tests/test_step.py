@@ -123,14 +123,24 @@ TREES = ("from sklearn.ensemble import ExtraTreesRegressor\n\n"
 
 def test_a_case_runs_as_stored_without_the_llm_and_its_recall_runs_as_written(
         task: PreparedTask) -> None:
-    remembered = Case("c1", "other", "other.csv", "regression", {}, "tune", "rmse", 0.2, TREES)
+    ridge = model_part(GOOD.split("```python\n")[1].split("```")[0]).replace("Ridge()",
+                                                                              "Ridge(alpha=2.0)")
+    remembered = (Case("c1", "other", "other.csv", "regression", {}, "tune", "rmse", 0.2, TREES),
+                  Case("c2", "other", "other.csv", "regression", {}, "draft", "rmse", 0.1, ridge))
     search = context(task)
-    search.ctx = replace(search.ctx, cases=(remembered,))
+    search.ctx = replace(search.ctx, cases=remembered)
     case = Step(Proposal(Operator.CASE, idea="c1"), search)
-    run = case.next()  # no LLM call: the case's own code, fold by fold like LLM-written code
-    assert isinstance(run, Execute) and run.folds == (0,)
-    assert model_part(run.code).strip() == TREES.strip()
+    # No LLM call. The engine's own earlier form (prepare, one estimator) runs as the
+    # make_model() code it has now: every fold in one run, its fold models kept.
+    run = case.next()
+    assert isinstance(run, Execute) and run.folds == (-1,)
+    assert "return Encoded(ExtraTreesRegressor(**PARAMS, random_state=0))" in case.code
+    assert "PARAMS = {'n_estimators': 50}" in case.code and "prepare(" not in model_part(case.code)
     assert case.plan == f"{AS_STORED}: tune code of other.csv"
+    # Other code runs as stored, fold by fold like LLM-written code.
+    llm_written = Step(Proposal(Operator.CASE, idea="c2"), search).next()
+    assert isinstance(llm_written, Execute) and llm_written.folds == (0,)
+    assert model_part(llm_written.code).strip() == ridge.strip()
     # The recall's reply runs as written even when it dropped the case's model: the case
     # itself already runs in its own node.
     recall = Step(Proposal(Operator.RECALL, idea="c1"), search)

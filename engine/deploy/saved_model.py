@@ -1,6 +1,9 @@
 """The answer's saved model: fitted once at the end of a run, so `engine.predict` and
 `Predictor.predict` predict new rows without training.
 
+`compose_answer` puts it together from the fold models the scoring runs of the answer (or of
+its members) already fitted and kept, checked against what each member scored, so nothing is
+fitted again; `answer_candidates` says whose fold models the search keeps for that. Otherwise
 `fit_answer` runs the answer once per training set with its model saved
 (operators/fitted.py). A fitted make_model() is unpickled and checked in that same run; a
 replay's fits are replayed once more on the same rows: the state is kept only if that replay
@@ -31,22 +34,39 @@ import numpy as np
 import pandas as pd
 
 from engine.evaluation.folds import HOLDOUT, Folds, dev_frame, fold_inputs
-from engine.evaluation.scoring import SubmissionError, read_stacked, read_submission
+from engine.evaluation.scoring import (
+    SubmissionError,
+    combine_predictions,
+    frame_csv,
+    read_stacked,
+    read_submission,
+)
 from engine.evaluation.select import BatchRunner
 from engine.task.prepare import PreparedTask, csv_bytes
 from fileio import replacing_dir
 from operators.fitted import (
+    COMPOSE,
     FITTED_PREFIX,
+    KEPT_PREFIX,
     LOAD,
     MODEL_MAGIC,
     SAVE,
     SOLUTION_FILE,
     UNSAVED_MARK,
     fitted_wrapper,
+    fold_states,
 )
+from operators.harness import defines_make_model
+from operators.kinds.ensemble import weighted_members
 from sandbox import SUBMISSION_CAP, ExecResult, Limits
+from search.floor import ensemble_candidates
+from search.journal import Journal
+from search.node import Node, Operator
 
 MODEL_DIR = "model"  # under best/
+# The best eligible nodes whose fold models (and whose members') scoring keeps: the final
+# selection chooses among the top 3 (engine/evaluation/select.py).
+ANSWER_CANDIDATES = 5
 INFO_FILE = "model.json"
 
 
@@ -138,6 +158,64 @@ def fit_answer(task: PreparedTask, node_id: str, code: str, folds: Folds | None,
               "bytes": sum(len(s) for s in states), "fit_seconds": round(fit_seconds, 2),
               "replay_seconds": round(replay_seconds, 2)}
     return FittedAnswer(record, states, tests)
+
+
+def compose_answer(task: PreparedTask, node_id: str, code: str, members: list[list[bytes]],
+                   member_tests: list[bytes], run_all: BatchRunner,
+                   limits: Limits) -> FittedAnswer | None:
+    """The answer's saved model put together from the fold models its scoring runs kept
+    (`members[j][i]`: member j's model of fold i; a single node is its own one member): one
+    sandbox run that predicts the test rows with every kept model and, for an ensemble,
+    joins the members fold by fold. Kept only if each member's fold models, combined as
+    scoring combined them, give that member's kept test predictions (`member_tests[j]`);
+    None when they do not, or the run fails: the answer is then fitted again."""
+    inputs = {SOLUTION_FILE: code.encode("utf-8"), "test.csv": task.inputs()["test.csv"]}
+    for member, kept_states in enumerate(members):
+        inputs |= {f"{KEPT_PREFIX}-{member}-{fold}.pkl": state
+                   for fold, state in enumerate(kept_states)}
+    (result,) = run_all([(fitted_wrapper(COMPOSE), inputs, limits)])
+    folds = len(members[0])
+    states = fold_states(result.fitted)
+    if result.status != "ok" or states is None or len(states) != folds:
+        return None
+    try:
+        blocks = read_stacked(task, result.test_csv, "test", len(task.test_X),
+                              folds * len(members))
+        for member, kept in enumerate(member_tests):
+            combined = combine_predictions(task, blocks[member * folds:(member + 1) * folds])
+            if not same_predictions(task, read_submission(task, frame_csv(task, combined),
+                                                          "test"),
+                                    read_submission(task, kept, "test")):
+                return None
+    except SubmissionError:
+        return None
+    record = {"saved": True, "node_id": node_id, "models": folds, "form": "fitted model",
+              "training": f"the learn rows of each of {folds} folds",
+              "from": "the fold models its scoring kept", "bytes": sum(map(len, states)),
+              "fit_seconds": 0.0, "replay_seconds": 0.0,
+              "compose_seconds": round(result.seconds, 2)}
+    return FittedAnswer(record, states)
+
+
+def answer_members(node: Node) -> list[str]:
+    """The nodes whose kept fold models make `node`'s saved model: an ensemble's members
+    (when every member is make_model() code, as its own code then is), else the node itself;
+    empty when the node cannot be put together so (an ensemble with LLM-written members)."""
+    if node.operator is not Operator.ENSEMBLE:
+        return [node.node_id]
+    return weighted_members(node) if defines_make_model(node.code) else []
+
+
+def answer_candidates(journal: Journal) -> set[str]:
+    """The nodes whose kept fold models may still make the answer's saved model: the best
+    eligible nodes (what the final selection chooses among), the members of the ensembles
+    among them, and the nodes a later ensemble chooses among (search/floor.py)."""
+    top = sorted(journal.eligible_nodes, key=lambda n: (-(n.metric or 0.0), n.step))
+    keep = {n.node_id for n in ensemble_candidates(journal)}
+    for node in top[:ANSWER_CANDIDATES]:
+        keep.add(node.node_id)
+        keep.update(answer_members(node))
+    return keep
 
 
 def keep(best_dir: Path, fitted: FittedAnswer) -> None:

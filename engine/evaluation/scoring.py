@@ -248,7 +248,10 @@ def read_stacked(task: PreparedTask, csv_bytes: bytes | None, split: str, rows: 
     # Checked whole (the checks cost the same for one block or all), then cut into blocks.
     checked = _checked(task, raw.drop(columns=["fold"]), name, f"input/{split}.csv",
                        rows * folds)
-    fold = raw["fold"].to_numpy()
+    fold = pd.to_numeric(raw["fold"], errors="coerce").to_numpy()
+    if np.isnan(fold).any():
+        raise SubmissionError(f"{name}'s `fold` column must hold block numbers")
+    # In block order (read as text, "10" would sort before "2").
     return [checked[fold == value].reset_index(drop=True) for value in sorted(set(fold))]
 
 

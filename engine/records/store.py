@@ -6,6 +6,9 @@ This is the only module that writes Parquet.
 
 Every scored node's submission is kept too, gzipped under `preds/<node_id>/`: the final
 selection compares nodes row by row on valid, and writes `best/` from them without a re-run.
+The fold models an engine-written node's scoring run fitted are kept under
+`models/<node_id>/` while the node can still become the answer or one of its members, so the
+answer's saved model needs no fitting (engine/deploy/saved_model.py).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ WRITE_OPTIONS: dict[str, Any] = {
 }
 
 FOLDS_JSON = "folds.json"  # in task/: hidden from every sandbox, like the labels
+MODELS_DIR = "models"  # the fold models scoring kept, one folder per node
 COMPACT_EVERY = 500  # parts merged into a chunk this often, and at the end of every start
 
 
@@ -216,6 +220,31 @@ class RunStore:
             return None
         except (OSError, EOFError) as exc:
             raise StoreError(f"cannot read {path}: {exc}") from exc
+
+    def keep_fold_models(self, node_id: str, states: list[bytes]) -> None:
+        """Keep the fold models a node's scoring run fitted (models/<node_id>/fold-<i>.pkl,
+        written whole), while it can still become the answer or a member of it."""
+        with replacing_dir(self.root / MODELS_DIR / node_id) as staging:
+            for fold, state in enumerate(states):
+                (staging / f"fold-{fold}.pkl").write_bytes(state)
+
+    def kept_fold_models(self) -> set[str]:
+        """The nodes whose fold models are kept."""
+        folder = self.root / MODELS_DIR
+        return {p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")} \
+            if folder.is_dir() else set()
+
+    def read_fold_models(self, node_id: str) -> list[bytes] | None:
+        """A node's kept fold models, in fold order; None when none are kept."""
+        folder = self.root / MODELS_DIR / node_id
+        paths = sorted(folder.glob("fold-*.pkl"), key=lambda p: int(p.stem.split("-")[1]))
+        return [p.read_bytes() for p in paths] or None
+
+    def drop_fold_models(self, keep: set[str]) -> None:
+        """Remove the kept fold models of every node not in `keep` (none can become the
+        answer any more; at the end of a start, every node's: best/model/ holds the answer's)."""
+        for node_id in self.kept_fold_models() - keep:
+            shutil.rmtree(self.root / MODELS_DIR / node_id, ignore_errors=True)
 
     def write_best(self, node: Node, valid_csv: bytes | None, test_csv: bytes | None) -> None:
         """Keep the current best solution runnable on its own: code plus its predictions."""

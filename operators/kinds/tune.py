@@ -8,6 +8,7 @@ import json
 from operators.context import TaskContext
 from operators.harness import assemble, model_part
 from operators.kinds._base import EngineCode, FloorKind, register
+from operators.kinds.cases import engine_form
 from operators.kinds.portfolio import family_code
 from operators.params import with_params
 from search.journal import Journal
@@ -23,9 +24,12 @@ class Tune(FloorKind):
         if proposal.family:
             return family_code(ctx, proposal, "Optuna trial", journal)
         # A trial of an LLM-written node: its code with new PARAMS values, which stays
-        # LLM-written code, so it runs fold by fold like its parent.
+        # LLM-written code, so it runs fold by fold like its parent; a trial of a stored case
+        # in engine form runs every fold in one process, as that case did.
         parent = journal.get(str(proposal.parent_id))
         plan = (f"Optuna trial of node {proposal.parent_id}'s PARAMS: "
                 f"{json.dumps(proposal.param_dict)}")
-        return EngineCode(plan, assemble(ctx, with_params(model_part(parent.code),
-                                                          proposal.param_dict)))
+        model = with_params(model_part(parent.code), proposal.param_dict)
+        if parent.operator is Operator.CASE and engine_form(ctx, model) is not None:
+            return EngineCode(plan, assemble(ctx, model), assemble(ctx, model, all_folds=True))
+        return EngineCode(plan, assemble(ctx, model))
