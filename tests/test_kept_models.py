@@ -28,6 +28,7 @@ from engine.evaluation.scoring import (
 from engine.evaluation.select import one_at_a_time
 from engine.predict import main as predict_main
 from engine.records.store import RunStore
+from engine.records.summary import model_lines
 from engine.run import main as run_main
 from engine.search_run import task_context
 from engine.task.prepare import PreparedTask, TaskSpec, csv_bytes, prepare_task
@@ -201,3 +202,14 @@ def test_a_searched_answer_is_saved_from_its_kept_fold_models(tmp_path: Path,
     answer = pd.read_csv(io.BytesIO((run / "best" / "submission" / "test.csv").read_bytes()))
     assert np.allclose(served, answer["prediction"], rtol=1e-9, atol=1e-9)
     shutil.rmtree(run)
+
+
+def test_the_summary_says_the_saved_model_was_put_together_not_fitted(tmp_path: Path) -> None:
+    record = {"saved": True, "models": 5, "training": "the learn rows of each of 5 folds",
+              "bytes": 3 * 2**20, "from": "the fold models its scoring kept",
+              "compose_seconds": 7.72, "fit_seconds": 0.0, "replay_seconds": 0.0}
+    (line,) = model_lines(record, tmp_path)
+    assert "the fold models its scoring kept, put together in 7.7 s: nothing fitted again" in line
+    fitted = {k: v for k, v in record.items() if k not in ("from", "compose_seconds")}
+    (line,) = model_lines({**fitted, "fit_seconds": 26.1}, tmp_path)
+    assert "fitting took 26.1 s" in line

@@ -327,10 +327,15 @@ def model_lines(record: dict[str, Any] | None, root: Path) -> list[str]:
     """What `engine.predict` will do with the answer: its saved model, or train it again."""
     command = f"`python -m engine.predict {root} new_rows.csv -o predictions.csv`"
     if record and record.get("saved"):
+        if "compose_seconds" in record:
+            cost = (f"{record['from']}, put together in {record['compose_seconds']:.1f} s: "
+                    "nothing fitted again")
+        else:
+            cost = (f"fitting took {record['fit_seconds']:.1f} s, predicting the test rows "
+                    f"with it {record['replay_seconds']:.1f} s")
         return [f"Predict new rows: {command}, with the answer's saved model in "
                 f"`best/model/` ({record['models']} fitted on {record['training']}, "
-                f"{record['bytes'] / 2**20:.1f} MiB; fitting took {record['fit_seconds']:.1f} s, "
-                f"predicting the test rows with it {record['replay_seconds']:.1f} s). Add "
+                f"{record['bytes'] / 2**20:.1f} MiB; {cost}). Add "
                 "`--refit` to train it again on train+valid."]
     why = f" (not saved: {record['reason']})" if record else ""
     return [f"Predict new rows: {command}: it trains the answer again{why}; add `--refit` to "
