@@ -9,6 +9,8 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from engine.deploy.bundle import export_model
 from engine.deploy.saved_model import answer_candidates, compose_answer, replay_inputs
 from engine.evaluation.folds import Folds, all_folds_inputs, dev_labels, make_folds
 from engine.evaluation.scoring import (
@@ -201,6 +204,16 @@ def test_a_searched_answer_is_saved_from_its_kept_fold_models(tmp_path: Path,
     served = pd.read_csv(tmp_path / "p.csv")["prediction"]
     answer = pd.read_csv(io.BytesIO((run / "best" / "submission" / "test.csv").read_bytes()))
     assert np.allclose(served, answer["prediction"], rtol=1e-9, atol=1e-9)
+    # Exported, the fitted models ship without the rows they learned from, and predict alone.
+    bundle = tmp_path / "bundle"
+    export_model(run, bundle)
+    assert not (bundle / "data").exists()
+    assert not any(p.suffix == ".csv" for p in bundle.rglob("*"))
+    done = subprocess.run([sys.executable, "predict.py", str(rows), "-o", "out.csv"],
+                          cwd=bundle, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    exported = pd.read_csv(bundle / "out.csv")["prediction"]
+    assert np.allclose(exported, answer["prediction"], rtol=1e-9, atol=1e-9)
     shutil.rmtree(run)
 
 

@@ -6,8 +6,9 @@ requirements.txt:
     solution.py          the answer's code (best/solution.py)
     replay.py            runs it with every fit restored (operators/fitted.py, load mode)
     model/fold-<i>.pkl   the saved fits of each model (best/model/)
-    data/train-<i>.csv   the rows each model learned from, byte for byte: the replay recomputes
-                         the solution's feature preparation from them
+    data/train-<i>.csv   only for a replay (LLM-written code): the rows each model learned
+                         from, byte for byte, from which the replay recomputes the solution's
+                         feature preparation; a fitted make_model() needs no training rows
     model.json           target, features, task type, labels, how many models
     predict.py           `python predict.py rows.csv -o out.csv` (engine/deploy/bundle_predict.py)
     requirements.txt     numpy, pandas, scikit-learn and the solution's imports, at the
@@ -33,7 +34,7 @@ from common.errors import UserError
 from engine.deploy.saved_model import saved_states, training_inputs
 from engine.records.runs import open_run
 from fileio import replacing_dir
-from operators.fitted import LOAD, fitted_wrapper
+from operators.fitted import LOAD, MODEL_MAGIC, fitted_wrapper
 
 ALWAYS = ("numpy", "pandas", "scikit-learn")  # the replay's own needs; sklearn finds the fits
 
@@ -50,8 +51,7 @@ python -m venv .venv && .venv/bin/pip install -r requirements.txt
 or from Python, in this folder: `from predict import predict; predict(frame)`.
 
 New rows need the training features ({count} columns, see `model.json`); a target column is
-ignored. Nothing trains: `solution.py` runs on the rows each model learned from
-(`data/`), with every model fit restored from `model/` instead of computed.
+ignored. Nothing trains: {how}
 
 **Loading this model runs code.** The pickles in `model/` were written by code that an LLM
 search generated, and `solution.py` is that code. treeml only ever loaded them inside its
@@ -109,14 +109,21 @@ def export_model(run: Path, out: Path) -> dict[str, Any]:
     }
     pins = requirements(code)
     test = opened.manifest.get("result", {}).get("best_test")
+    # A fitted make_model() predicts from its state alone: the training rows stay home.
+    replay = not all(state.startswith(MODEL_MAGIC) for state in states)
+    how = ("`solution.py` runs on the rows each model learned from (`data/`), with every "
+           "model fit restored from `model/` instead of computed." if replay else
+           "each model in `model/` is the fitted model itself, and predicting reads no "
+           "training rows (none are in this folder).")
     with replacing_dir(out) as staging:  # `out` is absent or empty, checked above
         (staging / "model").mkdir()
-        (staging / "data").mkdir()
-        for index, (state, inputs) in enumerate(zip(states, training_inputs(task, opened.store
-                                                                             .load_folds()),
-                                                    strict=True)):
+        trainings = training_inputs(task, opened.store.load_folds()) if replay else []
+        for index, state in enumerate(states):
             (staging / "model" / f"fold-{index}.pkl").write_bytes(state)
-            (staging / "data" / f"train-{index}.csv").write_bytes(inputs["train.csv"])
+        if replay:
+            (staging / "data").mkdir()
+            for index, inputs in enumerate(trainings):
+                (staging / "data" / f"train-{index}.csv").write_bytes(inputs["train.csv"])
         (staging / "solution.py").write_text(code, encoding="utf-8")
         (staging / "replay.py").write_text(fitted_wrapper(LOAD), encoding="utf-8")
         shutil.copy(Path(__file__).with_name("bundle_predict.py"), staging / "predict.py")
@@ -126,6 +133,7 @@ def export_model(run: Path, out: Path) -> dict[str, Any]:
             name=out.name, run=run.name, operator=node.get("operator", ""), node=node["node_id"],
             metric=task.metric.name, test="n/a" if test is None else f"{test:.5g}",
             target=task.target, task_type=task.task_type, models=len(states),
-            training=record["training"], count=len(features), python=info["python"]))
+            training=record["training"], count=len(features), python=info["python"],
+            how=how))
     return {"models": len(states), "requirements": pins,
             "bytes": sum(p.stat().st_size for p in out.rglob("*") if p.is_file())}

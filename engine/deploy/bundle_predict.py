@@ -7,12 +7,13 @@ treeml, only the packages of the folder's requirements.txt.
 
 or, from Python, next to this file: `from predict import predict; predict(frame)`.
 
-Each saved model is the answer's code (`solution.py`) run on the rows it learned from
-(`data/train-<i>.csv`) with every fit restored from `model/fold-<i>.pkl` (`replay.py` runs
-them all in one process), so nothing trains: the code recomputes its feature preparation
-from the training rows and each model predicts the new rows. Several models (one per
-cross-validation fold) are combined as the run combined them: numbers and class
-probabilities averaged (the label then the most probable class), labels alone by vote (a
+`replay.py` loads every saved model in one process, and nothing trains. A model the engine
+wrote is the fitted object itself (`model/fold-<i>.pkl`), which predicts the new rows alone.
+A model with LLM-written code is that code (`solution.py`) run on the rows it learned from
+(`data/train-<i>.csv`) with every fit restored from `model/fold-<i>.pkl`: the code recomputes
+its feature preparation from the training rows and each model predicts the new rows.
+Several models (one per cross-validation fold) are combined as the run combined them: numbers
+and class probabilities averaged (the label then the most probable class), labels alone by vote (a
 tie to the label first in `model.json`'s order).
 
 Loading the model runs code: the pickles were written by code a search generated, and the
@@ -95,7 +96,8 @@ def predict(rows: pd.DataFrame) -> pd.DataFrame:
         (work / "input").mkdir()
         (work / "submission").mkdir()
         for i in range(info["models"]):
-            shutil.copy(HERE / "data" / f"train-{i}.csv", work / "input" / f"train-{i}.csv")
+            if (HERE / "data").is_dir():  # a replay's: a fitted model reads no training rows
+                shutil.copy(HERE / "data" / f"train-{i}.csv", work / "input" / f"train-{i}.csv")
             shutil.copy(HERE / "model" / f"fold-{i}.pkl", work / "input" / f"fitted-{i}.pkl")
         (work / "input" / "valid.csv").write_bytes(new)
         (work / "input" / "test.csv").write_bytes(new)
