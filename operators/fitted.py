@@ -232,8 +232,6 @@ elif _TREEML_MODE == "compose":
     # members' put together when the solution is an ensemble, kept as the scoring run keeps
     # fold models (FOLDS_MAGIC).
     _treeml_builtins.__import__ = _treeml_import
-    import pandas as _treeml_pd
-
     _treeml_solution = _treeml_module()
     _treeml_members = []
     while _treeml_os.path.exists(f"input/__KEPT__-{len(_treeml_members)}-0.pkl"):
@@ -244,16 +242,8 @@ elif _TREEML_MODE == "compose":
                 _treeml_folds.append(_treeml_pickle.loads(
                     _treeml_file.read()[len(__MAGIC__):]))
         _treeml_members.append(_treeml_folds)
-    _treeml_rows_ = _treeml_pd.read_csv("input/test.csv")
-    _treeml_blocks = []
-    for _treeml_m, _treeml_folds in enumerate(_treeml_members):
-        for _treeml_f, _treeml_model in enumerate(_treeml_folds):
-            _treeml_block = _treeml_solution._treeml_frame(_treeml_solution._treeml_predict(
-                _treeml_model, _treeml_rows_.copy()), len(_treeml_rows_), "test.csv")
-            _treeml_block.insert(0, "fold", _treeml_m * len(_treeml_folds) + _treeml_f)
-            _treeml_blocks.append(_treeml_block)
-    _treeml_os.makedirs("submission", exist_ok=True)
-    _treeml_pd.concat(_treeml_blocks).to_csv("submission/test.csv", index=False)
+    _treeml_predict_into(_treeml_solution, [m for folds in _treeml_members for m in folds],
+                         (("test.csv", "test.csv"),), "submission")
     if hasattr(_treeml_solution, "Ensemble"):
         _treeml_answer = [_treeml_solution.Ensemble(list(models))
                           for models in zip(*_treeml_members)]

@@ -15,8 +15,9 @@ from benchmarks.baselines import BASELINES, BaselineResult
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 
 PEER = [pytest.mark.slow, pytest.mark.bench]
-# Seconds per fit.
-BUDGET = {"lgbm": 1.0, "optuna": 2.0, "autogluon": 10.0, "flaml": 5.0}
+# Seconds per fit. AutoGluon gets 20: beside the vLLM suite on 2 cores it trained no model at
+# all in 10 s (its DyStack sub-fit takes a quarter of the budget first).
+BUDGET = {"lgbm": 1.0, "optuna": 2.0, "autogluon": 20.0, "flaml": 5.0}
 
 
 def _data(path: Path, kind: str, rows: int = 240) -> Path:
@@ -100,11 +101,16 @@ def test_each_baseline_optimises_every_protocol_metric(name: str, kind: str, met
 def test_autogluon_answers_when_its_dystack_sub_fit_trains_nothing(tmp_path: Path) -> None:
     """best_quality spends a quarter of the budget on a DyStack sub-fit. With 5 s on this task
     (the CI machine, or any loaded one) the sub-fit trains no model; AutoGluon 1.6.3 without a
-    Ray it supports then failed the main fit ("Learner is already fit"), as it did in CI at
-    4 s of 20 beside the vLLM suite."""
+    Ray it supports then failed the main fit ("Learner is already fit", an AssertionError), as
+    it did in CI at 4 s of 20 beside the vLLM suite. Now it answers, or, when the main fit
+    trains nothing too, says so in one line."""
     task = _task(tmp_path, "multiclass", "f1_weighted")
-    result = _run("autogluon", task, 5.0, tmp_path / "autogluon")
-    assert result.test > 0.6 and result.params["models"] >= 1
+    try:
+        result = _run("autogluon", task, 5.0, tmp_path / "autogluon")
+    except RuntimeError as exc:  # a loaded machine: the main fit trained nothing either
+        assert "AutoGluon trained no model in 5 s" in str(exc)
+    else:
+        assert result.test > 0.6 and result.params["models"] >= 1
 
 
 @pytest.mark.slow
