@@ -41,7 +41,7 @@ from engine.evaluation.scoring import (
 from engine.records.runs import open_run
 from engine.task.prepare import PreparedTask, csv_bytes
 from fileio import write_atomic
-from operators.fitted import MODEL_MAGIC, SERVE, fitted_wrapper
+from operators.fitted import SERVE, fitted_objects, fitted_wrapper
 from sandbox import ExecResult, Limits, SandboxError, Session, run_script, start_session
 
 DEFAULT_TIMEOUT = 600.0
@@ -167,8 +167,7 @@ class Answer:
         assert self.states is not None
         if self._session is None or not self._session.alive:
             # A fitted make_model() reads no training rows: none are copied in.
-            trains = ([b""] * len(self.states)
-                      if all(s.startswith(MODEL_MAGIC) for s in self.states) else
+            trains = ([b""] * len(self.states) if fitted_objects(self.states) else
                       [inputs["train.csv"] for inputs in training_inputs(self.task, self.folds)])
             try:
                 self._session = start_session(fitted_wrapper(SERVE), replay_inputs(

@@ -350,6 +350,12 @@ _treeml_builtins.__import__ = _treeml_import
 '''
 
 
+def fitted_objects(states: list[bytes]) -> bool:
+    """Whether saved states are fitted make_model() objects (which predict from the state
+    alone, reading no training rows) rather than a replay's fits."""
+    return all(state.startswith(MODEL_MAGIC) for state in states)
+
+
 def fold_states(blob: bytes | None) -> list[bytes] | None:
     """The fold models in a FOLDS_MAGIC container (an all-folds scoring run's or a compose
     run's submission/fitted.pkl), cut apart without unpickling; None when `blob` is not a
@@ -367,7 +373,7 @@ def fold_states(blob: bytes | None) -> list[bytes] | None:
     for size in sizes:
         states.append(body[start:start + size])
         start += size
-    return states if all(state.startswith(MODEL_MAGIC) for state in states) else None
+    return states if fitted_objects(states) else None
 
 
 def fitted_wrapper(mode: str) -> str:

@@ -34,7 +34,7 @@ from common.errors import UserError
 from engine.deploy.saved_model import saved_states, training_inputs
 from engine.records.runs import open_run
 from fileio import replacing_dir
-from operators.fitted import LOAD, MODEL_MAGIC, fitted_wrapper
+from operators.fitted import LOAD, fitted_objects, fitted_wrapper
 
 ALWAYS = ("numpy", "pandas", "scikit-learn")  # the replay's own needs; sklearn finds the fits
 
@@ -110,19 +110,18 @@ def export_model(run: Path, out: Path) -> dict[str, Any]:
     pins = requirements(code)
     test = opened.manifest.get("result", {}).get("best_test")
     # A fitted make_model() predicts from its state alone: the training rows stay home.
-    replay = not all(state.startswith(MODEL_MAGIC) for state in states)
+    replay = not fitted_objects(states)
     how = ("`solution.py` runs on the rows each model learned from (`data/`), with every "
            "model fit restored from `model/` instead of computed." if replay else
            "each model in `model/` is the fitted model itself, and predicting reads no "
            "training rows (none are in this folder).")
     with replacing_dir(out) as staging:  # `out` is absent or empty, checked above
         (staging / "model").mkdir()
-        trainings = training_inputs(task, opened.store.load_folds()) if replay else []
         for index, state in enumerate(states):
             (staging / "model" / f"fold-{index}.pkl").write_bytes(state)
         if replay:
             (staging / "data").mkdir()
-            for index, inputs in enumerate(trainings):
+            for index, inputs in enumerate(training_inputs(task, opened.store.load_folds())):
                 (staging / "data" / f"train-{index}.csv").write_bytes(inputs["train.csv"])
         (staging / "solution.py").write_text(code, encoding="utf-8")
         (staging / "replay.py").write_text(fitted_wrapper(LOAD), encoding="utf-8")

@@ -49,10 +49,10 @@ from operators.fitted import (
     FITTED_PREFIX,
     KEPT_PREFIX,
     LOAD,
-    MODEL_MAGIC,
     SAVE,
     SOLUTION_FILE,
     UNSAVED_MARK,
+    fitted_objects,
     fitted_wrapper,
     fold_states,
 )
@@ -128,7 +128,7 @@ def fit_answer(task: PreparedTask, node_id: str, code: str, folds: Folds | None,
                                                            f"{SUBMISSION_CAP // 2**20} MiB"})
     # A fitted make_model() was unpickled and checked in its own save run (operators/fitted.py):
     # only a replay's fits are replayed here.
-    models = all((saved.fitted or b"").startswith(MODEL_MAGIC) for saved in fits)
+    models = fitted_objects([saved.fitted or b"" for saved in fits])
     replays = [] if models else run_all([(fitted_wrapper(LOAD), replay_inputs(
         [inputs["train.csv"]], code, [saved.fitted or b""], inputs["valid.csv"],
         inputs["test.csv"]), limits) for inputs, saved in zip(trainings, fits, strict=True)])
