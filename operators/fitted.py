@@ -175,13 +175,11 @@ def _treeml_predict_into(module, models, sources, out):
     for name, source in sources:
         if source not in done:
             rows = _treeml_pd.read_csv(_treeml_os.path.join("input", source))
-            blocks = []
-            for index, model in enumerate(models):
-                block = module._treeml_frame(module._treeml_predict(model, rows.copy()),
-                                             len(rows), source)
-                block.insert(0, "fold", index)
-                blocks.append(block)
-            done[source] = _treeml_pd.concat(blocks).to_csv(index=False)
+            stacked = _treeml_pd.concat(
+                [module._treeml_frame(module._treeml_predict(model, rows.copy()), len(rows),
+                                      source) for model in models], ignore_index=True)
+            stacked.insert(0, "fold", [i for i in range(len(models)) for _ in range(len(rows))])
+            done[source] = stacked.to_csv(index=False)
         with open(_treeml_os.path.join(out, name), "w", encoding="utf-8") as file:
             file.write(done[source])
 
@@ -335,11 +333,15 @@ else:
                                           buffering=1)
         for _treeml_line in _treeml_sys.stdin:
             _treeml_n = _treeml_line.strip()
+            _treeml_out = _treeml_os.path.join("submission", "__REPLY__".format(n=_treeml_n))
             try:
-                _treeml_replay("__REQUEST__".format(n=_treeml_n),
-                               "__REQUEST__".format(n=_treeml_n),
-                               _treeml_os.path.join("submission",
-                                                    "__REPLY__".format(n=_treeml_n)))
+                if _treeml_solution is not None:  # the reply is valid.csv alone
+                    _treeml_predict_into(_treeml_solution, _treeml_models,
+                                         (("valid.csv", "__REQUEST__".format(n=_treeml_n)),),
+                                         _treeml_out)
+                else:
+                    _treeml_replay("__REQUEST__".format(n=_treeml_n),
+                                   "__REQUEST__".format(n=_treeml_n), _treeml_out)
             except BaseException as _treeml_exc:  # the solution's failure is a reply
                 _treeml_traceback.print_exc()
                 _treeml_why = (str(_treeml_exc).strip().splitlines() or [""])[0][:300]

@@ -103,12 +103,13 @@ PREPARE_SOURCE = '''class Encoded:
 
     def _one_hot(self, X):
         frame = X.reindex(columns=self.columns_)
+        kinds = frame.dtypes  # once: a column lookup costs as much as one row's prediction
         for col in self.columns_:
             if col in self.levels_:  # missing: a column of its own
                 known = frame[col].isin(self.levels_[col]) | frame[col].isna()
                 frame[col] = pd.Categorical(frame[col].where(known, "other"),
                                             categories=self.levels_[col])
-            elif not pd.api.types.is_numeric_dtype(frame[col]):
+            elif not pd.api.types.is_numeric_dtype(kinds[col]):
                 frame[col] = pd.to_numeric(frame[col], errors="coerce")
         if not self.levels_:
             return frame

@@ -6,8 +6,9 @@ Under pytest-xdist (.ci/run passes `-n`), whole test files go to the workers, as
 is then built once, on one worker. The files that share tests/test_outputs.py's `scripted_run`
 (one search for the whole process) go to one worker together, so that search runs once too.
 
-The first search a test process runs starts a Ray that the later ones join (a run keeps a Ray
-its program started) instead of each starting and stopping its own: about 5 s a search."""
+The longest units start first (LONGEST_FIRST). The first search a test process runs starts a
+Ray that the later ones join (a run keeps a Ray its program started) instead of each starting
+and stopping its own: about 5 s a search."""
 
 from __future__ import annotations
 
@@ -37,6 +38,15 @@ class SharedRay:
         import ray
 
         cls.on = False
+        if ray.is_initialized():
+            ray.shutdown()
+
+    @classmethod
+    def turn_on(cls) -> None:
+        """Searches share a Ray again: the next one starts it (one a test left is closed)."""
+        import ray
+
+        cls.on = True
         if ray.is_initialized():
             ray.shutdown()
 
@@ -73,6 +83,31 @@ SCRIPTED_RUN_FILES = frozenset({
 })
 
 
+# The default suite's longest work units, longest first, by the seconds their tests took there
+# (`pytest -n 4 --durations=0`, 2 cores, 2026-11-28: 255 s for the scripted_run files down to
+# 47 s). They start first, so that no long unit starts last and keeps one worker busy while the
+# others have finished (longest-first scheduling); every other file follows in collection
+# order. A name missing here only costs time.
+LONGEST_FIRST = (
+    "scripted_run", "tests/test_benchmarks.py", "tests/test_full_loop.py",
+    "tests/test_debug_pairs.py", "tests/test_fitted.py", "tests/reliability/test_disk_fault.py",
+    "tests/test_export.py", "tests/reliability/test_load.py", "tests/test_fitted_model.py",
+    "tests/reliability/test_cluster_fault.py", "tests/test_api.py", "tests/test_workers.py",
+    "tests/reliability/test_leakage.py", "tests/test_kept_models.py",
+)
+
+
+def work_unit(nodeid: str) -> str:
+    """A test's unit of work: its file, or the group of files that share scripted_run."""
+    path = nodeid.split("::", 1)[0]
+    return "scripted_run" if path in SCRIPTED_RUN_FILES else path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {unit: i for i, unit in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(work_unit(item.nodeid), len(rank)))  # stable
+
+
 @pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own choice by --dist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling
@@ -81,10 +116,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         """One work unit per test file, or per group of files that share a fixture."""
 
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return "scripted_run" if path in SCRIPTED_RUN_FILES else path
+            return work_unit(nodeid)
 
-    # Files in collection order: the reliability suite's whole runs start first. xdist's own
-    # order (most tests first) would leave the files of one or two whole searches for the end.
+    # Units in collection order, which LONGEST_FIRST set; xdist's own order (most tests
+    # first) would leave the files of one or two whole searches for the end.
     config.option.loadscopereorder = False
     return ByFile(config, log)

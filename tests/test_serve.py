@@ -4,6 +4,7 @@ byte; a bad request is a one-line 4xx that leaves it up; Ctrl-C closes its sandb
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import os
@@ -11,6 +12,7 @@ import queue
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -25,7 +27,7 @@ import pytest
 
 from engine import predict
 from engine.records.store import RunStore
-from engine.serve import main
+from engine.serve import _listen, main
 from tests.test_outputs import scripted_run
 
 ROWS = 7
@@ -189,6 +191,33 @@ def _children(pid: int) -> list[int]:
         if int(stat[1]) == pid:
             found.append(int(entry))
     return found
+
+
+def test_the_service_sends_replies_without_waiting_for_acks() -> None:
+    """The listening socket makes asyncio (uvicorn's loop) turn Nagle off on every connection:
+    with it on, a reply's body waited for the client's delayed ACK of the headers, 40 ms a
+    request (GET /health took 44 ms, 0.6 ms after)."""
+    listener = _listen("127.0.0.1", 0)
+    nodelay: list[int] = []
+
+    class Probe(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            accepted = transport.get_extra_info("socket")
+            nodelay.append(accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            transport.close()
+
+    async def accept_one() -> None:
+        server = await asyncio.get_running_loop().create_server(Probe, sock=listener)
+        async with server:
+            _, writer = await asyncio.open_connection(*listener.getsockname()[:2])
+            for _ in range(100):
+                if nodelay:
+                    break
+                await asyncio.sleep(0.01)
+            writer.close()
+
+    asyncio.run(accept_one())
+    assert nodelay and nodelay[0] != 0
 
 
 def test_ctrl_c_closes_the_sandbox_session_and_exits_0(run_dir: Path) -> None:

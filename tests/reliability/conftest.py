@@ -14,12 +14,19 @@ import ray
 
 from tests.conftest import SharedRay
 
+# Both fixtures below hold for this package's tests only (scope "package"): a test process
+# that runs other files after these gets its TMPDIR and its shared Ray back, rather than
+# starting a Ray of its own for every later search.
 
-@pytest.fixture(scope="session", autouse=True)
-def private_tmpdir() -> Iterator[Path]:
+
+@pytest.fixture(scope="package", autouse=True)
+def private_tmpdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Sandbox workdirs (and so candidates' HOME) under a folder of this suite alone: the leak
     checks then see this suite's sandboxes, not those of other runs on the same machine.
     Short, since Ray puts its sockets under it."""
+    # pytest picks its own base folder once, from TMPDIR: before it changes, so that the
+    # tmp_path of tests after this suite does not lie in the folder removed below.
+    tmp_path_factory.getbasetemp()
     folder = Path(f"/tmp/rel-{secrets.token_hex(3)}")
     folder.mkdir()
     old_env, old_tempdir = os.environ.get("TMPDIR"), tempfile.tempdir
@@ -35,12 +42,16 @@ def private_tmpdir() -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def own_ray() -> None:
-    """No shared Ray from here on in this process (tests/conftest.py): the sandboxes of this
-    suite's runs must see private_tmpdir's TMPDIR, which a Ray started before it would not
-    pass to its actors."""
+@pytest.fixture(scope="package", autouse=True)
+def own_ray(private_tmpdir: Path) -> Iterator[None]:
+    """No shared Ray while this suite runs (tests/conftest.py): the sandboxes of its runs must
+    see private_tmpdir's TMPDIR, which a Ray started before it would not pass to its
+    actors."""
     SharedRay.turn_off()
+    try:
+        yield
+    finally:
+        SharedRay.turn_on()
 
 
 @pytest.fixture(scope="module")
