@@ -167,21 +167,17 @@ def _treeml_module():
 
 def _treeml_predict_into(module, models, sources, out):
     # Each source's rows predicted by every model: blocks with a `fold` column, as a replay
-    # writes them (a source named twice is predicted once).
+    # writes them.
     import pandas as _treeml_pd
 
     _treeml_os.makedirs(out, exist_ok=True)
-    done = {}
     for name, source in sources:
-        if source not in done:
-            rows = _treeml_pd.read_csv(_treeml_os.path.join("input", source))
-            stacked = _treeml_pd.concat(
-                [module._treeml_frame(module._treeml_predict(model, rows.copy()), len(rows),
-                                      source) for model in models], ignore_index=True)
-            stacked.insert(0, "fold", [i for i in range(len(models)) for _ in range(len(rows))])
-            done[source] = stacked.to_csv(index=False)
-        with open(_treeml_os.path.join(out, name), "w", encoding="utf-8") as file:
-            file.write(done[source])
+        rows = _treeml_pd.read_csv(_treeml_os.path.join("input", source))
+        stacked = _treeml_pd.concat(
+            [module._treeml_frame(module._treeml_predict(model, rows.copy()), len(rows),
+                                  source) for model in models], ignore_index=True)
+        stacked.insert(0, "fold", [i for i in range(len(models)) for _ in range(len(rows))])
+        stacked.to_csv(_treeml_os.path.join(out, name), index=False)
 
 
 _treeml_model_form = any(isinstance(node, _treeml_ast.FunctionDef) and node.name == "make_model"
@@ -287,18 +283,20 @@ else:
         _treeml_os.symlink(_treeml_os.path.join(_treeml_home, "input", source), link)
 
     def _treeml_replay(valid, test, out):
+        # <out>/valid.csv of the rows of input/<valid>, and <out>/test.csv of input/<test>
+        # unless `test` is None (a session's reply is valid.csv alone).
         global _treeml_states, _treeml_next
+        sources = (("valid.csv", valid),) + ((("test.csv", test),) if test else ())
         if _treeml_solution is not None:
-            _treeml_predict_into(_treeml_solution, _treeml_models,
-                                 (("valid.csv", valid), ("test.csv", test)), out)
+            _treeml_predict_into(_treeml_solution, _treeml_models, sources, out)
             return
-        blocks = {name: [] for name in ("valid.csv", "test.csv")}
+        blocks = {name: [] for name, _ in sources}
         for model, states in enumerate(_treeml_models):
             work = _treeml_os.path.join(_treeml_home, f"_treeml_model{model}")
             for sub in ("input", "submission"):
                 _treeml_os.makedirs(_treeml_os.path.join(work, sub), exist_ok=True)
             for source, name in ((f"train-{model}.csv", "train.csv"), (valid, "valid.csv"),
-                                 (test, "test.csv")):
+                                 (test or valid, "test.csv")):  # the solution reads both
                 _treeml_link(source, _treeml_os.path.join(work, "input", name))
             _treeml_states, _treeml_next = states, 0
             _treeml_os.chdir(work)
@@ -333,15 +331,10 @@ else:
                                           buffering=1)
         for _treeml_line in _treeml_sys.stdin:
             _treeml_n = _treeml_line.strip()
-            _treeml_out = _treeml_os.path.join("submission", "__REPLY__".format(n=_treeml_n))
             try:
-                if _treeml_solution is not None:  # the reply is valid.csv alone
-                    _treeml_predict_into(_treeml_solution, _treeml_models,
-                                         (("valid.csv", "__REQUEST__".format(n=_treeml_n)),),
-                                         _treeml_out)
-                else:
-                    _treeml_replay("__REQUEST__".format(n=_treeml_n),
-                                   "__REQUEST__".format(n=_treeml_n), _treeml_out)
+                _treeml_replay("__REQUEST__".format(n=_treeml_n), None,
+                               _treeml_os.path.join("submission",
+                                                    "__REPLY__".format(n=_treeml_n)))
             except BaseException as _treeml_exc:  # the solution's failure is a reply
                 _treeml_traceback.print_exc()
                 _treeml_why = (str(_treeml_exc).strip().splitlines() or [""])[0][:300]
