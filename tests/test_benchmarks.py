@@ -387,7 +387,8 @@ def test_baselines_see_the_harness_features() -> None:
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bench")
     # sela alone: its runs exercise the runner as a greedy run would, and more (the insights
-    # step, a resumable tree); greedy's runs through the runner are the slow step's.
+    # step, a resumable tree). Whole searches of two tasks, with baselines: the tests that read
+    # them are the slow step's.
     argv = ["--suite", "smoke", "--policies", "sela", "--baselines", "lgbm,optuna",
             "--seeds", "1", "--budget", "90s", "--baseline-budget", "2s", "--split-seed", "7",
             "--llm", f"scripted:{SCRIPT}", "--out", str(out), "--max-nodes", "4",
@@ -398,6 +399,7 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow  # the smoke suite's whole searches (the fixture above): the slow step
 def test_smoke_rows_and_run_directories(smoke: Path) -> None:
     rows = pd.read_parquet(smoke / "results.parquet")
     assert list(rows.columns) == list(COLUMNS)
@@ -443,6 +445,7 @@ def test_smoke_rows_and_run_directories(smoke: Path) -> None:
         assert row.valid == best(v for _, v in curve)
 
 
+@pytest.mark.slow  # the smoke suite's whole searches (the fixture above): the slow step
 def test_smoke_rerun_skips_done_rows_and_measures_finished_runs(smoke: Path) -> None:
     path = smoke / "results.parquet"
     before = pd.read_parquet(path)
@@ -479,6 +482,7 @@ def test_results_from_before_protocols_count_as_sela_on_the_engine_split(
     assert "1 jobs, 1 already in" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # the smoke suite's whole searches (the fixture above): the slow step
 def test_smoke_report(smoke: Path) -> None:
     out = report.write_report(smoke / "results.parquet", smoke / "report.md")
     text = out.read_text()
@@ -551,6 +555,7 @@ def test_the_floor_arm_is_a_search_without_any_llm(tmp_path: Path,
     assert "- LLM: none: the engine's floor alone" in (run / "summary.md").read_text()
 
 
+@pytest.mark.slow  # the smoke suite's whole searches (the fixture above): the slow step
 def test_smoke_sela_run_resumes_its_tree(smoke: Path, tmp_path: Path) -> None:
     """A copy of the smoke suite's sela run, resumed: the pools written before are kept (no new
     insights request), rollouts go down the stages, a failed rollout is debugged."""
