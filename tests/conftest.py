@@ -83,24 +83,17 @@ SCRIPTED_RUN_FILES = frozenset({
 })
 
 
-# The longest work units of both suites, longest first, by the seconds their tests took there
-# (`pytest --durations=0`, 2 cores, 2026-11-28; default suite -n 4, slow suite -n 2: the
-# scripted_run files 255 and 154 s, test_full_loop 177 and 96 s, test_resume 29 and 142 s,
-# test_reflect and test_analyst 141 and 107 s in the slow suite alone, down to about 40 s).
-# They start first, so that no long unit starts last and keeps one worker busy while the
-# others have finished (longest-first scheduling; the slow suite's test_resume, 142 s, used to
-# start last, by the order of collection); every other file follows in collection order. A
-# unit short in one suite and long in the other costs the first little. A name missing here
-# only costs time.
+# The default suite's longest work units, longest first, by the seconds their tests took there
+# (`pytest -n 4 --durations=0`, 2 cores, 2026-11-28: 255 s for the scripted_run files down to
+# 47 s). They start first, so that no long unit starts last and keeps one worker busy while the
+# others have finished (longest-first scheduling); every other file follows in collection
+# order. A name missing here only costs time.
 LONGEST_FIRST = (
-    "scripted_run", "tests/test_full_loop.py", "tests/test_resume.py", "tests/test_reflect.py",
-    "tests/test_benchmarks.py", "tests/test_fitted.py", "tests/test_debug_pairs.py",
-    "tests/test_analyst.py", "tests/test_export.py", "tests/test_memory.py",
-    "tests/reliability/test_disk_fault.py", "tests/test_fitted_model.py",
-    "tests/reliability/test_load.py", "tests/reliability/test_cluster_fault.py",
-    "tests/test_kept_models.py", "tests/reliability/test_leakage.py",
-    "tests/test_request_run.py", "tests/test_workers.py", "tests/test_llama_slow.py",
-    "tests/test_api.py",
+    "scripted_run", "tests/test_benchmarks.py", "tests/test_full_loop.py",
+    "tests/test_debug_pairs.py", "tests/test_fitted.py", "tests/reliability/test_disk_fault.py",
+    "tests/test_export.py", "tests/reliability/test_load.py", "tests/test_fitted_model.py",
+    "tests/reliability/test_cluster_fault.py", "tests/test_api.py", "tests/test_workers.py",
+    "tests/reliability/test_leakage.py", "tests/test_kept_models.py",
 )
 
 
