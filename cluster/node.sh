@@ -35,7 +35,10 @@ setup() {
     # Compiled on every core after the install (pip compiles on one): executors run candidates
     # with the venv read-only, so it must be compiled before. A file that does not compile is
     # skipped.
-    ~/venv/bin/pip install -q --no-compile -e "$HOME/treeml${extras:+[$extras]}" "ray[default]"
+    # The local extra's llama-cpp-python is built without its multimodal library, as setup.sh
+    # builds it.
+    CMAKE_ARGS="${CMAKE_ARGS:+$CMAKE_ARGS }-DLLAVA_BUILD=OFF" \
+        ~/venv/bin/pip install -q --no-compile -e "$HOME/treeml${extras:+[$extras]}" "ray[default]"
     ~/venv/bin/python -m compileall -qq -j 0 \
         "$(~/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" || true
     grep -qs 'venv/bin' ~/.bashrc || echo 'export PATH="$HOME/venv/bin:$PATH"' >> ~/.bashrc
