@@ -115,19 +115,43 @@ PREPARE_SOURCE = '''class Encoded:
             return frame
         return pd.get_dummies(frame, columns=list(self.levels_), dummy_na=True, dtype=float)
 
-    def _finish(self, frame):
+    def _filled(self, frame):
         values = frame.to_numpy(dtype=float, na_value=np.nan)
-        values = np.where(np.isnan(values), self.fill_, values)
-        return pd.DataFrame(values, index=frame.index, columns=self.names_)
+        return np.where(np.isnan(values), self.fill_, values)
+
+    def _finish(self, frame):
+        return pd.DataFrame(self._filled(frame), index=frame.index, columns=self.names_)
 
     def transform(self, X):
         return self._finish(self._one_hot(apply_programs(X, self.programs)))
 
+    def _matrix(self, X):  # transform's values without their frame, for a booster
+        return self._filled(self._one_hot(apply_programs(X, self.programs)))
+
+    def _booster(self):
+        # A fitted LightGBM scikit-learn model predicts through its booster, as its own
+        # predict does after reading back every parameter (get_params, deepcopy: about 1 ms a
+        # call, more than a one-row request's trees); a custom objective keeps its own path.
+        if type(self.model).__module__.split(".")[0] != "lightgbm":
+            return None
+        if callable(getattr(self.model, "objective_", None)):
+            return None
+        return getattr(self.model, "booster_", None)
+
     def predict(self, X):
-        return self.model.predict(self.transform(X))
+        booster = self._booster()
+        if booster is None:
+            return self.model.predict(self.transform(X))
+        if not hasattr(self.model, "classes_"):
+            return booster.predict(self._matrix(X))
+        return np.asarray(self.model.classes_)[self.predict_proba(X).argmax(axis=1)]
 
     def predict_proba(self, X):
-        return self.model.predict_proba(self.transform(X))
+        booster = self._booster()
+        if booster is None:
+            return self.model.predict_proba(self.transform(X))
+        proba = booster.predict(self._matrix(X))
+        return proba if proba.ndim == 2 else np.column_stack([1.0 - proba, proba])
 
 
 def prepare(X, X_valid, X_test, max_levels=20):

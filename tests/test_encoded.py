@@ -1,0 +1,70 @@
+"""The harness's `Encoded` step (operators/harness.py) around a fitted LightGBM model predicts
+through the model's booster, skipping the scikit-learn wrapper's per-call parameter handling
+(issue 43: about 1 ms of a served one-row request, per fold model), and its predictions and
+probabilities are exactly the wrapper's. Other models, and LightGBM with a custom objective,
+keep their own predict."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.linear_model import Ridge
+
+from operators.harness import PREPARE_SOURCE
+
+NAMESPACE: dict[str, Any] = {"np": np, "pd": pd, "re": re}
+exec(compile(PREPARE_SOURCE, "<harness prepare>", "exec"), NAMESPACE)
+Encoded = NAMESPACE["Encoded"]
+
+RNG = np.random.default_rng(0)
+ROWS = pd.DataFrame({"a": RNG.normal(size=300), "b": RNG.normal(size=300),
+                     "colour": RNG.choice(["red", "blue", None], 300)})
+ROWS.loc[RNG.random(300) < 0.1, "a"] = np.nan  # filled by Encoded from the training rows
+NEW = ROWS.sample(40, random_state=1)
+
+TARGETS = {
+    "regression": (lgb.LGBMRegressor, ROWS.b * 2 + RNG.normal(size=300)),
+    "binary text labels": (lgb.LGBMClassifier, np.where(ROWS.b > 0, "yes", "no")),
+    "binary 0/1": (lgb.LGBMClassifier, (ROWS.b > 0).astype(int)),
+    "multiclass": (lgb.LGBMClassifier, RNG.choice([3, 1, 2], 300)),
+}
+
+
+def _never(*_: object, **__: object) -> None:
+    raise AssertionError("the wrapper's predict was called")
+
+
+@pytest.mark.parametrize("name", list(TARGETS))
+def test_lightgbm_predicts_through_its_booster_exactly_as_its_wrapper(name: str) -> None:
+    kind, y = TARGETS[name]
+    model = kind(n_estimators=30, verbose=-1)
+    encoded = Encoded(model).fit(ROWS, y)
+    features = encoded.transform(NEW)
+    expected = model.predict(features)
+    proba = model.predict_proba(features) if hasattr(model, "classes_") else None
+    model.predict = model.predict_proba = _never  # the booster alone from here
+    got = encoded.predict(NEW)
+    assert got.dtype == expected.dtype and np.array_equal(got, expected)
+    if proba is not None:
+        assert np.array_equal(encoded.predict_proba(NEW), proba)
+
+
+def test_other_models_and_custom_objectives_keep_their_own_predict() -> None:
+    ridge = Encoded(Ridge()).fit(ROWS, TARGETS["regression"][1])
+    ridge.model.predict = _never
+    with pytest.raises(AssertionError, match="wrapper's predict"):
+        ridge.predict(NEW)
+
+    def squared(y_true: np.ndarray, y_pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return y_pred - y_true, np.ones_like(y_pred)
+
+    custom = Encoded(lgb.LGBMRegressor(objective=squared, n_estimators=5, verbose=-1))
+    custom.fit(ROWS, TARGETS["regression"][1])
+    custom.model.predict = _never
+    with pytest.raises(AssertionError, match="wrapper's predict"):
+        custom.predict(NEW)
