@@ -51,9 +51,8 @@ NEEDS = ("root, unshare with network, PID and mount namespaces, overlayfs, and o
          " rsync, iproute2 (.ci/run installs those three)")
 TOOLS = ("unshare", "mount", "/usr/sbin/sshd", "ssh-keygen", "rsync", "ip")
 # The README's cluster commands, as run here (tests/test_cluster_yaml.py finds them there). The
-# run ends at 8 nodes, not by its clock: CI runs it beside the vLLM and bench suites, and a
-# loaded machine must change only how long it takes, not what it scores (90 s of a busy
-# machine scored 4 nodes where the test asks for 5).
+# run ends at 8 nodes, not by its clock: a loaded machine must change only how long it
+# takes, not what it scores (90 s of a busy machine scored 4 nodes where the test asks for 5).
 UP = "ray up -y cluster-local.yaml"
 RUN = ("ray exec cluster-local.yaml 'cd ~/treeml && python -m engine.run --address auto"
        " --data benchmarks/data/penguins/penguins.csv --target species"
