@@ -318,7 +318,13 @@ def rig(work: Path) -> None:
                 os.kill(child_of(p.pid), signal.SIGTERM)  # sshd: its namespace goes with it
         for p in machines.values():
             p.wait(timeout=60)
-        result["left_at_end"] = [cmdline for _, _, cmdline in live_processes()]
+        # The client's ssh control masters (Ray's, `ssh: ... [mux]`) outlive their last session
+        # by ControlPersist (10 s) when the machine they reach is gone without a word: wait
+        # that out, then whatever is left stayed behind.
+        deadline = time.monotonic() + 20
+        while (left := live_processes()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        result["left_at_end"] = [cmdline for _, _, cmdline in left]
         (MNT / "result.json").write_text(json.dumps(result, indent=1))
 
 
