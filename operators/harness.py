@@ -122,11 +122,14 @@ PREPARE_SOURCE = '''class Encoded:
     def _finish(self, frame):
         return pd.DataFrame(self._filled(frame), index=frame.index, columns=self.names_)
 
+    def _encoded(self, X):
+        return self._one_hot(apply_programs(X, self.programs))
+
     def transform(self, X):
-        return self._finish(self._one_hot(apply_programs(X, self.programs)))
+        return self._finish(self._encoded(X))
 
     def _matrix(self, X):  # transform's values without their frame, for a booster
-        return self._filled(self._one_hot(apply_programs(X, self.programs)))
+        return self._filled(self._encoded(X))
 
     def _booster(self):
         # A fitted LightGBM scikit-learn model predicts through its booster, as its own
