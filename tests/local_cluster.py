@@ -139,17 +139,37 @@ def private_mounts(work: Path) -> None:
         sh("mount", "--bind", str(target), str(path))
 
 
+def sent_files() -> list[str]:
+    """rsync's options for what `ray up` sends of the checkout: cluster-local.yaml's
+    rsync_exclude and rsync_filter, as Ray's command runner passes them to rsync."""
+    import yaml
+
+    config = yaml.safe_load((SOURCE / "cluster-local.yaml").read_text())
+    return ([f"--exclude={pattern}" for pattern in config.get("rsync_exclude", [])]
+            + [f"--filter=dir-merge,- {name}" for name in config.get("rsync_filter", [])])
+
+
 def client_checkout() -> Path:
     """The checkout as the client sees it: an overlay, so what the commands write there (the
-    README's `./runs/`) lands in WORK, never in the real checkout. Its lower layer is the
-    checkout's fixed path: overlayfs options cannot hold every path (a comma, a colon)."""
+    README's `./runs/`) lands in WORK, never in the real checkout. Its lower layer is a copy of
+    what `ray up` sends (no venvs, nothing git ignores), taken once: `ray up` hashes every file
+    under its file_mounts before it copies them, and processes beside the rig (another test
+    suite's bytecode, AutoGluon's CatBoost folder) make and remove files in the real checkout.
+    The copy lives at a fixed path: overlayfs options cannot hold every path (a comma, a
+    colon)."""
+    lower = MNT / "overlay" / "lower"
+    lower.mkdir(parents=True)
+    done = subprocess.run(["rsync", "-a", *sent_files(), f"{SOURCE}/", f"{lower}/"],
+                          capture_output=True, text=True, check=False)
+    if done.returncode not in (0, 24):  # 24: a file vanished while copied (one of those above)
+        raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout, done.stderr)
     layers = {name: MNT / "overlay" / name for name in ("upper", "work")}
     for layer in layers.values():
         layer.mkdir(parents=True)
     merged = CLIENT_CHECKOUT
     merged.mkdir()
     sh("mount", "-t", "overlay", "overlay", "-o",
-       f"lowerdir={SOURCE},upperdir={layers['upper']},workdir={layers['work']}", str(merged))
+       f"lowerdir={lower},upperdir={layers['upper']},workdir={layers['work']}", str(merged))
     return merged
 
 
@@ -372,6 +392,7 @@ def what_the_client_sees(work: Path) -> None:
             "beside_checkout": sorted(os.listdir(CHECKOUT.parent)),
             "checkout": sorted(os.listdir(CHECKOUT)),
             "client_checkout": sorted(os.listdir(CLIENT_CHECKOUT)),
+            "client_tests": sorted(os.listdir(CLIENT_CHECKOUT / "tests")),
             "python": {"rc": python.returncode, "stderr": python.stderr}}
     (MNT / "mounts.json").write_text(json.dumps(seen, indent=1))
 

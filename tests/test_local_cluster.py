@@ -4,7 +4,7 @@ with it, so `ray up` failed before it started (issue 44). Only the mounts run he
 `unshare --mount` (about a second); tests/test_cluster_up.py runs the whole rig. Then which
 host paths the rig keeps, and the one line it gives where it cannot run.
 
-The mounts need root and mount namespaces; skipped, saying why, where the host refuses them.
+The mounts need root, mount namespaces and rsync; skipped, saying why, where the host lacks them.
 """
 
 from __future__ import annotations
@@ -14,22 +14,27 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import venv
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests import local_cluster
 from tests.local_cluster import CHECKOUT
 
-# What `python -m tests.local_cluster mounts` imports: the standard library and these files.
-RIG_FILES = ("pyproject.toml", "tests/__init__.py", "tests/local_cluster.py")
+# What `python -m tests.local_cluster mounts` reads: the standard library, PyYAML and these files.
+RIG_FILES = ("pyproject.toml", ".gitignore", "cluster-local.yaml", "tests/__init__.py",
+             "tests/local_cluster.py")
 
 
 def mount_namespaces_refused() -> str | None:
     if os.geteuid() != 0:
         return "the rig's mounts need root"
+    if shutil.which("rsync") is None:
+        return "the rig copies the checkout with rsync: install it (.ci/run does)"
     probe = subprocess.run(["unshare", "--mount", "--fork", "true"], capture_output=True,
                            text=True, check=False)
     if probe.returncode != 0:
@@ -48,8 +53,12 @@ def test_the_rig_hides_the_hosts_tmp_but_not_a_checkout_and_venv_under_it() -> N
         for name in RIG_FILES:
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(CHECKOUT / name, copy / name)
-        # The copy's own venv, as README command 1 makes one: the rig runs on its python.
+        # The copy's own venv, as README command 1 makes one: the rig runs on its python. It
+        # finds PyYAML where this process does.
         venv.create(copy / ".venv", with_pip=False, symlinks=True)
+        site = sysconfig.get_path("purelib", vars={"base": str(copy / ".venv")})
+        Path(site, "host.pth").write_text(str(Path(yaml.__file__).parent.parent) + "\n")
+        (copy / "tests" / "__pycache__").mkdir()  # git ignores it: not sent
         work = beside / "work"
         work.mkdir()
         done = subprocess.run(["unshare", "--mount", "--fork", str(copy / ".venv/bin/python"),
@@ -62,7 +71,10 @@ def test_the_rig_hides_the_hosts_tmp_but_not_a_checkout_and_venv_under_it() -> N
         assert seen["beside_checkout"] == [copy.name]
         assert seen["checkout"] == sorted(os.listdir(copy))
         assert seen["python"] == {"rc": 0, "stderr": ""}  # the venv's python, at its own path
-        assert seen["client_checkout"] == sorted([*os.listdir(copy), "runs"])
+        # The client's checkout is a copy of what `ray up` sends: no venv, nothing git ignores.
+        assert seen["client_checkout"] == sorted(
+            [*(set(os.listdir(copy)) - {".venv"}), "runs"])
+        assert seen["client_tests"] == ["__init__.py", "local_cluster.py"]
         # What the client writes lands in WORK, never in the checkout.
         assert (work / "overlay" / "upper" / "runs" / "probe").read_text() == (
             "written by the client")
