@@ -25,9 +25,9 @@ python3 -m venv .venv
 # Bytecode compiled on every core after the install rather than by pip on one: candidates run
 # with the venv read-only, so it must be compiled before (a venv of the project and Ray: 66 s
 # with pip's compile, 25 + 19 s so, on 2 cores). A file that does not compile is skipped.
-# The local extra builds llama-cpp-python from its source: without its multimodal library
-# (mtmd, which a text model never loads), 786 instead of 946 CPU seconds (408 s instead of
-# 489 s on 2 cores).
-CMAKE_ARGS="${CMAKE_ARGS:+$CMAKE_ARGS }-DLLAVA_BUILD=OFF" \
+# The local extra builds llama-cpp-python from its source, as llama-build.sh says (408 s on
+# 2 cores).
+source llama-build.sh
+CMAKE_ARGS="${CMAKE_ARGS:+$CMAKE_ARGS }$LLAMA_CMAKE_ARGS" \
     .venv/bin/python -m pip install --no-compile -e ".${1:+[$1]}"
 .venv/bin/python -m compileall -qq -j 0 "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" || true

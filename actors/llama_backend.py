@@ -52,6 +52,10 @@ class LlamaLLM:
             raise BackendError(
                 "the embedded LLM needs the 'local' extra: pip install -e '.[local]'"
             ) from exc
+        unsafe = amx_build_on_amx_cpu(llama_cpp.llama_print_system_info().decode(),
+                                      _cpu_flags())
+        if unsafe:
+            raise BackendError(unsafe)
         if model_path:
             path = Path(model_path).expanduser()
             if not path.is_file():
@@ -177,6 +181,25 @@ class LlamaLLM:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _cpu_flags() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:  # not Linux: no AMX check
+        return ""
+
+
+def amx_build_on_amx_cpu(system_info: str, cpu_flags: str) -> str | None:
+    """Why this llama.cpp build must not run here, or None: one built with AMX kernels
+    (`AMX_INT8 = 1` in its system info) on a CPU that has AMX crashes the process at the first
+    decode of a Q4_K model (a segmentation fault, no message; ggml-org/llama.cpp#20824), so
+    refuse it in one line instead. setup.sh builds it without them (llama-build.sh)."""
+    if "AMX_INT8 = 1" not in system_info or "amx_int8" not in cpu_flags.split():
+        return None
+    return ("this llama-cpp-python was built with AMX kernels, which crash on this CPU:"
+            " rebuild it as setup.sh does (bash setup.sh local, after"
+            " pip cache remove llama_cpp_python)")
 
 
 def fit_max_tokens(prompt_tokens: int, max_tokens: int, n_ctx: int,

@@ -35,9 +35,9 @@ setup() {
     # Compiled on every core after the install (pip compiles on one): executors run candidates
     # with the venv read-only, so it must be compiled before. A file that does not compile is
     # skipped.
-    # The local extra's llama-cpp-python is built without its multimodal library, as setup.sh
-    # builds it.
-    CMAKE_ARGS="${CMAKE_ARGS:+$CMAKE_ARGS }-DLLAVA_BUILD=OFF" \
+    # The local extra's llama-cpp-python is built as setup.sh builds it (llama-build.sh).
+    source "$HOME/treeml/llama-build.sh"
+    CMAKE_ARGS="${CMAKE_ARGS:+$CMAKE_ARGS }$LLAMA_CMAKE_ARGS" \
         ~/venv/bin/pip install -q --no-compile -e "$HOME/treeml${extras:+[$extras]}" "ray[default]"
     ~/venv/bin/python -m compileall -qq -j 0 \
         "$(~/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" || true

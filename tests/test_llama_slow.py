@@ -15,7 +15,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from actors.llama_backend import MIN_MAX_TOKENS, LlamaLLM, fit_max_tokens
+from actors.llama_backend import (
+    MIN_MAX_TOKENS,
+    LlamaLLM,
+    amx_build_on_amx_cpu,
+    fit_max_tokens,
+)
 from actors.llm import make_llm
 from actors.model_assets import MODEL_NAME
 from common.chat import ChatPrompt
@@ -54,6 +59,18 @@ def test_missing_llama_cpp_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(BackendError) as info:
         LlamaLLM()
     assert str(info.value) == "the embedded LLM needs the 'local' extra: pip install -e '.[local]'"
+
+
+AMX_BUILD = "CPU : AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1 | "
+AMX_CPU = "flags\t\t: fpu avx2 avx512f amx_bf16 amx_tile amx_int8\n"
+
+
+def test_a_build_with_amx_kernels_is_refused_on_a_cpu_with_amx_only() -> None:
+    reason = amx_build_on_amx_cpu(AMX_BUILD, AMX_CPU)
+    assert reason is not None and "rebuild it as setup.sh does" in reason
+    assert amx_build_on_amx_cpu(AMX_BUILD.replace("AMX_INT8 = 1 | ", ""), AMX_CPU) is None
+    assert amx_build_on_amx_cpu(AMX_BUILD, AMX_CPU.replace(" amx_int8", "")) is None
+    assert amx_build_on_amx_cpu(AMX_BUILD, "") is None  # not Linux: nothing to read
 
 
 @pytest.fixture(scope="module")
