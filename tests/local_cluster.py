@@ -17,10 +17,11 @@ WORK` sets up those mounts alone and writes what the client sees to WORK/mounts.
 (tests/test_local_cluster.py runs it from a copy of the checkout under /tmp). The rig needs
 `NEEDS` from the host; without it the rig says so in one line (`host_lacks`).
 
-The rig then runs the README's cluster commands (`COMMANDS`) from the checkout and writes
-WORK/result.json: each command's exit code and seconds, the cluster's nodes and where actors
-ran, each run brought back (manifest result, nodes from Parquet), and every process left on
-each machine after `ray down` and in the whole namespace at the end.
+The rig then runs the README's cluster commands (`COMMANDS`) on a copy of what `ray up` sends
+of the checkout (client_checkout) and writes WORK/result.json: each command's exit code and
+seconds, the cluster's nodes and where actors ran, each run brought back (manifest result,
+nodes from Parquet), and every process left on each machine after `ray down` and in the whole
+namespace at the end.
 `python -m tests.local_cluster facts`, run on the head through `ray exec`, prints the
 cluster's nodes and actors as JSON.
 """
