@@ -184,10 +184,13 @@ class LlamaLLM:
 
 
 def _cpu_flags() -> str:
+    """The CPU's `flags` line of /proc/cpuinfo; empty where there is none (not Linux: no AMX
+    check)."""
     try:
-        return Path("/proc/cpuinfo").read_text()
-    except OSError:  # not Linux: no AMX check
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
         return ""
+    return next((line for line in lines if line.startswith("flags")), "")
 
 
 def amx_build_on_amx_cpu(system_info: str, cpu_flags: str) -> str | None:

@@ -158,19 +158,18 @@ def client_checkout() -> Path:
     suite's bytecode, AutoGluon's CatBoost folder) make and remove files in the real checkout.
     The copy lives at a fixed path: overlayfs options cannot hold every path (a comma, a
     colon)."""
-    lower = MNT / "overlay" / "lower"
-    lower.mkdir(parents=True)
-    done = subprocess.run(["rsync", "-a", *sent_files(), f"{SOURCE}/", f"{lower}/"],
+    layers = {name: MNT / "overlay" / name for name in ("lower", "upper", "work")}
+    for layer in layers.values():
+        layer.mkdir(parents=True)
+    done = subprocess.run(["rsync", "-a", *sent_files(), f"{SOURCE}/", f"{layers['lower']}/"],
                           capture_output=True, text=True, check=False)
     if done.returncode not in (0, 24):  # 24: a file vanished while copied (one of those above)
         raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout, done.stderr)
-    layers = {name: MNT / "overlay" / name for name in ("upper", "work")}
-    for layer in layers.values():
-        layer.mkdir(parents=True)
     merged = CLIENT_CHECKOUT
     merged.mkdir()
     sh("mount", "-t", "overlay", "overlay", "-o",
-       f"lowerdir={lower},upperdir={layers['upper']},workdir={layers['work']}", str(merged))
+       f"lowerdir={layers['lower']},upperdir={layers['upper']},workdir={layers['work']}",
+       str(merged))
     return merged
 
 
