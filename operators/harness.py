@@ -4,8 +4,8 @@ The LLM writes only `fit_predict(X, y, X_valid, X_test)`; the engine wraps it in
 harness that reads the inputs and writes the submission (a 1.5B model can fill in a model, it
 cannot be trusted with file handling, and it confuses the hidden valid split with a split of
 its own). The node's code is the assembled script, so `best/solution.py` runs on its own. The
-engine-written nodes (the LightGBM baseline root, ensembles of working nodes) are assembled
-here too, without an LLM call.
+engine-written nodes are assembled here too, without an LLM call (the LightGBM baseline root
+here; an ensemble's members in operators/kinds/ensemble.py).
 
 Engine-written model code is a fit and a predict: it defines `make_model()`, an unfitted
 scikit-learn-style estimator (an `Encoded` step: the harness's features, then the model),
@@ -387,98 +387,6 @@ def baseline_code(ctx: TaskContext) -> str:
         ctx, f"Encoded(lgb.{kind}(random_state=0, verbose=-1))")
 
 
-# The module-level names a member's model code has when it runs as its own node.
-_MEMBER_SCOPE = ('"Encoded": Encoded, "prepare": prepare, "apply_programs": apply_programs, '
-                 '"np": np, "pd": pd, "os": os, "re": re, "TARGET": TARGET')
-
-_ENSEMBLE = """import numpy as np
-
-# The members' model code, each run in its own namespace so their names cannot clash, and the
-# weight of each (ensemble selection: how often it was picked).
-MEMBERS = __MEMBERS__
-WEIGHTS = __WEIGHTS__
-
-
-def _member(source, X, y, X_valid, X_test):
-    # Bound to this call's rows: code that uses them outside fit_predict runs here as it
-    # ran as its own node.
-    scope = {__SCOPE__, "_treeml_main": True,
-             "X": X.copy(), "y": y.copy(), "X_valid": X_valid.copy(), "X_test": X_test.copy(),
-             "train": X.assign(**{TARGET: y.to_numpy()}), "__name__": "member"}
-    exec(compile(source, "member", "exec"), scope)
-    return scope["fit_predict"](X.copy(), y.copy(), X_valid.copy(), X_test.copy())
-
-
-def _combine(preds):
-__COMBINE__
-
-def fit_predict(X, y, X_valid, X_test):
-    outs = [_member(source, X, y, X_valid, X_test) for source in MEMBERS]
-    return _combine([v for v, _ in outs]), _combine([t for _, t in outs])
-"""
-
-# Every member a make_model(): the ensemble is one too, so a saved answer keeps it fitted.
-_ENSEMBLE_MODEL = """import numpy as np
-
-# The members' model code, each run in its own namespace so their names cannot clash, and the
-# weight of each (ensemble selection: how often it was picked).
-MEMBERS = __MEMBERS__
-WEIGHTS = __WEIGHTS__
-
-
-def _member(source):
-    scope = {__SCOPE__, "_treeml_main": False, "__name__": "member"}
-    exec(compile(source, "member", "exec"), scope)
-    return scope["make_model"]()
-
-
-class Ensemble:
-    \"\"\"The members fitted on the same rows; their predictions combined by WEIGHTS.\"\"\"
-
-    def __init__(self, members):
-        self.members = members
-
-    def fit(self, X, y):
-        for member in self.members:
-            member.fit(X.copy(), y.copy())
-        return self
-
-    def predict(self, X):
-        return _combine([member.predict(X.copy()) for member in self.members])
-
-    def predict_proba(self, X):
-        return _combine([member.predict_proba(X.copy()) for member in self.members])
-
-
-def _combine(preds):
-__COMBINE__
-
-"""
-
-_MEAN = """    columns = [np.asarray(p, dtype=float).reshape(len(p), -1)[:, 0] for p in preds]
-    return np.average(columns, axis=0, weights=WEIGHTS)
-"""
-
-_MEAN_PROBA = """    arrays = []
-    for p in preds:  # binary members may return the positive class's probability alone
-        p = np.asarray(p, dtype=float)
-        arrays.append(np.column_stack([1 - p, p]) if p.ndim == 1 else p)
-    return np.average(arrays, axis=0, weights=WEIGHTS)
-"""
-
-# Weighted vote; a tie goes to the label of the earliest member among the tied.
-_VOTE = """    labels = [list(_treeml_labels(p)) for p in preds]
-    out = []
-    for row in zip(*labels):
-        score = {}
-        for value, weight in zip(row, WEIGHTS):
-            score[str(value)] = score.get(str(value), 0) + weight
-        top = max(score.values())
-        out.append(next(v for v in row if score[str(v)] == top))
-    return np.asarray(out, dtype=object)
-"""
-
-
 def ensemble_vote(ctx: TaskContext) -> bool:
     """Class labels alone cannot be averaged: such tasks ensemble by a weighted vote."""
     return ctx.task_type != "regression" and not ctx.needs_proba
@@ -491,19 +399,3 @@ def defines_make_model(code: str) -> bool:
     except SyntaxError:
         return False
     return any(isinstance(n, ast.FunctionDef) and n.name == "make_model" for n in tree.body)
-
-
-def ensemble_code(ctx: TaskContext, member_codes: list[str],
-                  weights: list[int] | None = None) -> str:
-    """The assembled script of an engine-written ensemble of model codes (default weights:
-    equal); a make_model() of its own when every member has one."""
-    combine = _VOTE if ensemble_vote(ctx) else _MEAN_PROBA if ctx.needs_proba else _MEAN
-    sources = "[\n" + "".join(f"    {model_part(c)!r},\n" for c in member_codes) + "]"
-    models = all(defines_make_model(c) for c in member_codes)
-    model = ((_ENSEMBLE_MODEL if models else _ENSEMBLE)
-             .replace("__MEMBERS__", sources).replace("__SCOPE__", _MEMBER_SCOPE)
-             .replace("__WEIGHTS__", repr(weights or [1] * len(member_codes)))
-             .replace("__COMBINE__", combine.rstrip("\n")))
-    if models:
-        model += model_functions(ctx, "Ensemble([_member(source) for source in MEMBERS])")
-    return assemble(ctx, model)

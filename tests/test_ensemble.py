@@ -13,7 +13,8 @@ import pytest
 
 from engine.run import main
 from operators.context import TaskContext
-from operators.harness import assemble, ensemble_code
+from operators.harness import assemble
+from operators.kinds.ensemble import ensemble_code
 from operators.models import model_code
 from sandbox import Limits, run_script
 from search.node import MODEL_START

@@ -17,7 +17,8 @@ from engine.evaluation.folds import make_folds
 from engine.search_run import task_context
 from engine.task.prepare import PreparedTask, TaskSpec, csv_bytes, prepare_task
 from operators.fitted import LOAD, MODEL_MAGIC, fitted_wrapper
-from operators.harness import assemble, defines_make_model, ensemble_code
+from operators.harness import assemble, defines_make_model
+from operators.kinds.ensemble import ensemble_code
 from operators.models import model_code
 from sandbox import run_script
 from tests.helpers import make_data

@@ -37,9 +37,9 @@ from engine.search_run import task_context
 from engine.task.prepare import PreparedTask, TaskSpec, csv_bytes, prepare_task
 from operators.context import TaskContext
 from operators.fitted import LOAD, fitted_wrapper, fold_states
-from operators.harness import FOLDS_MAGIC, MODEL_MAGIC, assemble, ensemble_code
+from operators.harness import FOLDS_MAGIC, MODEL_MAGIC, assemble
 from operators.kinds.cases import engine_form
-from operators.kinds.ensemble import ensemble_written
+from operators.kinds.ensemble import ensemble_code, ensemble_written
 from operators.models import model_code
 from sandbox import ExecResult, run_script
 from search.journal import Journal
