@@ -63,6 +63,12 @@ class ActorPool(Generic[Item]):
     def has_free(self) -> bool:
         return bool(self._free)
 
+    def add(self, actor: Any, name: str) -> None:
+        """One more slot, served by `actor` (an executor on CPUs an LLM gave back)."""
+        self._actors[name] = actor
+        self._free.append(name)
+        self._size += 1
+
     def submit(self, item: Item, method: str, *args: Any) -> Call[Item]:
         """Call the remote `method(*args)` of a free slot's actor."""
         slot = self._free.popleft()
@@ -139,3 +145,14 @@ class ActorPool(Generic[Item]):
 
 async def _await(ref: Any) -> Any:
     return await ref
+
+
+def short_error(exc: BaseException) -> str:
+    """An exception in one line of at most about 300 characters, for a node's error."""
+    # A RayTaskError's text is the remote traceback, whose first 300 characters never reach
+    # the cause: name the exception the remote code raised instead.
+    cause = getattr(exc, "cause", None)
+    if isinstance(exc, ray.exceptions.RayTaskError) and isinstance(cause, BaseException):
+        exc = cause
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}"

@@ -318,7 +318,8 @@ class Workers:
                  for _ in range(pool.concurrency)]
         pools = {name: pool.spec for pool in self.pools for name in pool.actors}
         return {"llm_slots": slots, "llm_pools": pools, "executors": list(self.executors),
-                "restart_executor": self.restart_executor, "restart_llm": self.restart_llm}
+                "restart_executor": self.restart_executor, "restart_llm": self.restart_llm,
+                "lend_llm": self.lend_llm_cpus}
 
     def run_script(self, code: str, inputs: dict[str, bytes], limits: Limits) -> ExecResult:
         """Run one script on the executors, outside the search loop (the final selection's
@@ -357,10 +358,10 @@ class Workers:
             return 0
         return int(cpus // per_executor)
 
-    def lend_llm_cpus(self) -> int:
-        """After the search no LLM is asked again: its actors go, and executors take the CPUs
-        they held (`lendable_cpus`), so the answer's fits run side by side. The number of
-        executors now."""
+    def lend_llm_cpus(self) -> list[Any]:
+        """No LLM is asked again (the search ended, or its programs stopped paying): its
+        actors go, and executors take the CPUs they held (`lendable_cpus`), so the answer's
+        fits and the floor's trials run side by side. The new executors."""
         extra = self.lendable_cpus()
         for pool in self.pools:
             for actor in pool.actors.values():
@@ -370,9 +371,10 @@ class Workers:
             pool.close()
         self.pools, self._pool_by_name = [], {}
         p = self.exec_placement
-        self.executors += start_executors(extra, num_cpus=p.num_cpus, gpus=p.gpus,
-                                          names=[f"exec-c{i}" for i in range(extra)])
-        return len(self.executors)
+        lent = start_executors(extra, num_cpus=p.num_cpus, gpus=p.gpus,
+                               names=[f"exec-c{i}" for i in range(extra)])
+        self.executors += lent
+        return lent
 
     def restart_executor(self, dead: Any) -> Any:
         """A replacement in the dead one's place (close then stops it too)."""

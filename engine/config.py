@@ -22,7 +22,7 @@ from actors.llm import Routes, located, parse_routes, parse_spec, routes_from_ma
 from common.errors import UserError
 from common.metric import METRICS
 from search.node import Operator
-from search.programs import WRITES
+from search.programs import PATIENCE, WRITES
 
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
 _UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -94,6 +94,9 @@ class RunConfig:
         "improvements, fixes), both (in turn), or auto (default: features for the embedded "
         "llama model, both for vllm and openai, scripts for scripted replays)",
         choices=("auto", *WRITES)))
+    llm_patience: int = field(default=PATIENCE, metadata=_flag(
+        "when the LLM writes feature programs alone: ask it for none after this many in a "
+        f"row were not kept, and give its CPUs to executors (default {PATIENCE}; 0: never)"))
     llm_replicas: int = field(default=1, metadata=_flag(
         "LLM actors (model copies) per spec (default 1)"))
     # Requests one LLM actor serves at once; None: the backend's own (llama 1, vllm 32, ...).
@@ -223,6 +226,9 @@ class RunConfig:
         if self.llm_replicas < 1 or (self.llm_concurrency is not None
                                      and self.llm_concurrency < 1):
             raise UserError("bad --llm-replicas/--llm-concurrency: each must be at least 1")
+        if self.llm_patience < 0:
+            raise UserError(f"bad --llm-patience {self.llm_patience}: use 0 (never stop asking "
+                            "the LLM) or more")
         if self.executors is not None and self.executors < 1:
             raise UserError(f"bad --executors {self.executors}: it must be at least 1")
         if self.folds is not None and not 1 <= self.folds <= MAX_FOLDS:

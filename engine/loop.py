@@ -20,7 +20,7 @@ from typing import Any
 
 import ray
 
-from actors.pool import ActorPool, Call
+from actors.pool import ActorPool, Call, short_error
 from common.chat import Reply
 from common.errors import BackendError, StoreError
 from engine.budget import Budget
@@ -46,6 +46,7 @@ from search.floor import Floor
 from search.journal import Journal
 from search.node import Node, Operator
 from search.policy import InFlightKey, Policy, Proposal
+from search.programs import programs_spent
 
 # A floor run may take a fifth of the budget, at least this many seconds: a trial slower than
 # that is not worth the executor in a short run.
@@ -77,6 +78,7 @@ class LoopStats:
     lost: int = 0
     overhead_seconds: float = 0.0  # driver time spent proposing, scheduling, scoring, storing
     stopped_by: str = ""
+    llm_retired_at: float | None = None  # seconds into this start; None: the LLM served to the end
     test_scores: dict[str, float | None] = field(default_factory=dict)
 
 
@@ -114,6 +116,8 @@ class SearchLoop:
         folds: Folds | None = None,
         floor: Floor | None = None,
         keep_fold_models: bool = False,
+        llm_patience: int = 0,
+        lend_llm: Callable[[], list[Any]] | None = None,
     ) -> None:
         self.store = store
         # Keep the fold models scoring fitted for the nodes that can still become the answer
@@ -145,6 +149,7 @@ class SearchLoop:
             only = next(iter(self._llms), "")
             route = lambda operator: only  # noqa: E731 (one pool serves every operator)
         self._route = route
+        self._patience, self._lend_llm = llm_patience, lend_llm  # see _retire_llm
         self._n_llm_slots = len(llm_slots)
         restart = None if restart_executor is None else (lambda dead, slot: restart_executor(dead))
         self._execs: ActorPool[Execution] = ActorPool(
@@ -239,7 +244,10 @@ class SearchLoop:
         for pool, queued in self._queued.items():  # steps waiting for their model
             while queued and self._llms[pool].has_free():
                 self._generate(*queued.popleft(), pool)
-        self._generate_ahead()
+        if self._llms and programs_spent(self.journal, self._patience):
+            self._retire_llm()
+        else:
+            self._generate_ahead()
         self._engine_work()
 
     def _room(self) -> bool:
@@ -288,6 +296,18 @@ class SearchLoop:
                     return
                 proposal, attempt = proposals[0], 0
             self._start(proposal, attempt)
+
+    def _retire_llm(self) -> None:
+        """`llm_patience` programs in a row were not kept (search.programs.programs_spent):
+        the LLM is asked nothing more, and once the LLM-written steps in flight are stored it
+        goes and `lend_llm` gives its CPUs to executors. LLM work re-queued is dropped."""
+        if any(op not in ENGINE_WRITTEN for op, _ in self._in_flight):
+            return
+        self._requeue = deque(i for i in self._requeue if i[0].operator in ENGINE_WRITTEN)
+        for actor in self._lend_llm() if self._lend_llm is not None else []:
+            self._execs.add(actor, f"executor-slot-{self._execs.size}")
+        self._llms, self._queued, self._n_llm_slots = {}, {}, 0
+        self.stats.llm_retired_at = self.budget.elapsed()
 
     def _start(self, proposal: Proposal, attempt: int) -> None:
         if self.search.stale(proposal):
@@ -364,7 +384,7 @@ class SearchLoop:
         try:
             reply: Reply = future.result()[0]
         except Exception as exc:  # a failed LLM call costs this node only
-            self._lose(step, f"LLM call failed: {_short(exc)}")  # stored before any raise
+            self._lose(step, f"LLM call failed: {short_error(exc)}")  # stored before any raise
             if isinstance(exc, ray.exceptions.RayActorError):
                 pool.replace(call)
             return
@@ -383,7 +403,7 @@ class SearchLoop:
             if isinstance(exc, ray.exceptions.RayActorError):
                 self._execs.replace(call)
             if not step.over:
-                self._lose(step, f"executor failed: {_short(exc)}")
+                self._lose(step, f"executor failed: {short_error(exc)}")
             return
         if step.over:
             return  # a late run of a node already stored
@@ -430,7 +450,7 @@ class SearchLoop:
             # part written so far is whole (write, fsync, rename), and this node's in-flight
             # note stays, so a resume re-proposes it.
             raise StoreError(f"cannot store node {node.node_id} in {self.store.nodes_dir}: "
-                             f"{_short(exc)}; free disk space, then --resume "
+                             f"{short_error(exc)}; free disk space, then --resume "
                              f"{self.store.root}") from exc
         self.journal.add(node)
         if self.keep_fold_models and node.metric is not None:
@@ -477,13 +497,3 @@ class SearchLoop:
         for step in dict.fromkeys(steps):  # a step with several runs in flight: killed once
             if not step.over:
                 self._record(step, step.kill(reason))
-
-
-def _short(exc: BaseException) -> str:
-    # A RayTaskError's text is the remote traceback, whose first 300 characters never reach
-    # the cause: name the exception the remote code raised instead.
-    cause = getattr(exc, "cause", None)
-    if isinstance(exc, ray.exceptions.RayTaskError) and isinstance(cause, BaseException):
-        exc = cause
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text[:300]}"

@@ -192,6 +192,7 @@ class SearchRun:
                     requeue=requeue, llm_timeout=config.llm_timeout, reflect=config.reflect,
                     on_node=on_node, route=config.routes.spec_for, folds=folds,
                     floor=self._floor(seed, recalled), keep_fold_models=config.save_model,
+                    llm_patience=config.llm_patience if config.writes == "features" else 0,
                     **workers.loop_arguments(),
                 )
                 progress.loop = loop
@@ -293,6 +294,8 @@ class SearchRun:
             "lost": int(total("lost", stats.lost)),
             "overhead_seconds": total("overhead_seconds", stats.overhead_seconds),
             "stopped_by": "user" if interrupted else stats.stopped_by,
+            "llm_retired_seconds": stats.llm_retired_at,
+            "llm_patience": self.config.llm_patience,
         }
 
     def _finish(self, tests: dict[str, float | None], spent: dict[str, Any],

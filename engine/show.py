@@ -74,7 +74,7 @@ def show(run: Path, console: Console, *, nodes: bool = False) -> None:
                 table.add_row(step, row["node_id"], row["operator"], _fmt(row["metric_raw"]))
         console.print(table)
 
-    programs = programs_section(journal)  # summary.md's own section, rendered
+    programs = programs_section(journal, facts)  # summary.md's own section, rendered
     if programs:
         console.print(Markdown("\n".join(programs)))
 

@@ -32,6 +32,11 @@ MAJORITY = 0.75
 TIE = 1e-9
 # What a program rejected before any model ran says first (its node is buggy, its error this).
 REJECTED = "feature program rejected:"
+# Feature programs in a row that were not kept after which the LLM is asked for no more
+# (RunConfig.llm_patience's default), so that its CPUs run the floor's trials instead. In the
+# second fold of issue 42's runs the keeps were programs 2, 4, 7 and 38 of one task and 11 of
+# another; four tasks kept none of their 40 to 47 (benchmarks/results/llm-gain-2026-11-29).
+PATIENCE = 10
 # What the LLM writes (RunConfig.llm_writes, resolved): feature programs, whole model code
 # (drafts, improvements, fixes: SCRIPT_STEPS), or both in turn.
 WRITES = ("features", "scripts", "both")
@@ -103,6 +108,14 @@ def best_feature_set(journal: Journal) -> str:
     """The feature set the floor trains on now: the best kept program's, "" for none."""
     kept = kept_programs(journal)
     return kept[0].node_id if kept else ""
+
+
+def programs_spent(journal: Journal, patience: int) -> bool:
+    """Whether the last `patience` feature programs that finished were all not kept (refused,
+    failed or scored below the rule): the LLM's programs stopped paying. Never with patience
+    0."""
+    finished = [n for n in journal.nodes_of(Operator.FEATURES) if n.status is not Status.LOST]
+    return 0 < patience <= len(finished) and not any(map(is_kept, finished[-patience:]))
 
 
 def programs_turn(journal: Journal, in_flight: InFlight) -> bool:

@@ -98,3 +98,29 @@ def test_a_program_that_helps_is_kept_and_the_others_are_refused(
                          str(tmp_path / "pred.csv")]) == 0
     predicted = pd.read_csv(tmp_path / "pred.csv")["prediction"].to_numpy()
     assert np.sqrt(np.mean((predicted - new["y"].to_numpy()) ** 2)) < 0.2
+
+
+@pytest.mark.slow
+def test_programs_that_never_pay_give_the_llms_cpu_to_an_executor(tmp_path: Path) -> None:
+    """--llm-patience 3: after three programs in a row not kept the LLM is asked for no more,
+    its actor goes, and an executor on its CPU runs the floor's trials beside the first."""
+    _data(tmp_path / "train.csv")
+    failing = [f'def add_features(df):\n    raise ValueError("idea {i}")\n' for i in range(8)]
+    replies = {"features": [f"```python\n{p}```" for p in failing]}
+    (tmp_path / "replies.json").write_text(json.dumps(replies))
+    out = tmp_path / "runs"
+    assert main(["--data", str(tmp_path / "train.csv"), "--target", "y",
+                 "--llm", f"scripted:{tmp_path / 'replies.json'}", "--llm-writes", "features",
+                 "--llm-patience", "3", "--max-nodes", "40", "--budget", "4m", "--folds", "3",
+                 "--executors", "1", "--no-save-model", "--quiet", "--out", str(out)]) == 0
+    (run_dir,) = [p for p in out.iterdir() if not p.name.startswith(".")]
+    run = open_run(run_dir)
+    spent = run.manifest["spent"]
+    retired = run.manifest["starts"][0]["at"] + spent["llm_retired_seconds"]
+    programs = run.journal.nodes_of(Operator.FEATURES)
+    assert len(programs) >= 3 and not any(is_kept(n) for n in programs)
+    assert all(n.created_at <= retired for n in programs)  # none asked for after it
+    later = [n for n in run.journal if n.created_at > retired]
+    assert later and {n.executor for n in later if n.executor} == {"exec-0", "exec-c0"}, spent
+    summary = (run_dir / "summary.md").read_text()
+    assert "after 3 in a row were not kept, the LLM was asked for no more" in summary

@@ -54,10 +54,11 @@ def test_the_rig_hides_the_hosts_tmp_but_not_a_checkout_and_venv_under_it() -> N
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(CHECKOUT / name, copy / name)
         # The copy's own venv, as README command 1 makes one: the rig runs on its python. It
-        # finds PyYAML where this process does.
+        # gets a copy of this process's PyYAML: a path to that one may lie under the /tmp the
+        # rig hides (a checkout cloned there, as CI's may be).
         venv.create(copy / ".venv", with_pip=False, symlinks=True)
         site = sysconfig.get_path("purelib", vars={"base": str(copy / ".venv")})
-        Path(site, "host.pth").write_text(str(Path(yaml.__file__).parent.parent) + "\n")
+        shutil.copytree(Path(yaml.__file__).parent, Path(site, "yaml"))
         (copy / "tests" / "__pycache__").mkdir()  # git ignores it: not sent
         work = beside / "work"
         work.mkdir()

@@ -16,6 +16,7 @@ from search.programs import (
     keep_rule,
     kept_programs,
     program_counts,
+    programs_spent,
 )
 from tests.helpers import make_node
 
@@ -65,3 +66,21 @@ def test_gate_round_trip_and_counts() -> None:
     assert [n.node_id for n in kept_programs(journal)] == ["e", "a"]
     assert best_feature_set(journal) == "e"
     assert best_feature_set(Journal(nodes[1:4])) == ""
+
+
+def test_the_llm_is_spent_after_patience_programs_in_a_row_not_kept() -> None:
+    kept = Gate("ref", (0.01, 0.02, 0.01, 0.01, 0.0), True, "kept")
+    scored = Gate("ref", (0.01, -0.02, 0.01, -0.01, 0.0), False, "not kept")
+    after_keep = [features_node("k", kept),
+                  features_node("s", scored),  # scored below the rule
+                  features_node("r", None, status=Status.BUGGY, error=f"{REJECTED} reads y"),
+                  features_node("f", None, status=Status.TIMEOUT, error="timed out"),
+                  features_node("x", None, status=Status.LOST, error="executor failed"),
+                  make_node("t", operator=Operator.TUNE)]
+    journal = Journal(after_keep)
+    # three finished programs since the keep (a lost one is proposed again, a tune is no program)
+    assert programs_spent(journal, 3)
+    assert not programs_spent(journal, 4)  # the kept one is among the last four
+    assert not programs_spent(journal, 0)  # 0: never
+    assert not programs_spent(Journal(after_keep[1:3]), 3)  # fewer than patience so far
+    assert programs_spent(Journal(after_keep[1:3]), 2)

@@ -80,6 +80,15 @@ def test_an_answer_without_a_kept_program_says_so(tmp_path: Path, task: Prepared
     assert "- the answer (t1, tune) uses no kept program" in text
 
 
+def test_when_the_llm_was_asked_for_no_more_programs(tmp_path: Path,
+                                                     task: PreparedTask) -> None:
+    journal = journal_with_programs(answer_on_kept=False)
+    text = summary(tmp_path, task, journal, llm_retired_seconds=152.4, llm_patience=10)
+    assert ("- after 10 in a row were not kept, the LLM was asked for no more at 152s; its "
+            "CPUs ran the floor's trials from then on") in text
+    assert "asked for no more" not in summary(tmp_path, task, journal, llm_retired_seconds=None)
+
+
 def test_an_ensemble_uses_its_members_programs(tmp_path: Path, task: PreparedTask) -> None:
     journal = journal_with_programs(answer_on_kept=False)
     member = tuned("t2", "f1", 0.88)

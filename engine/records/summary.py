@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -225,9 +226,10 @@ def analysis_section(journal: Journal) -> list[str]:
             f"- failed {len(tries)}x (last: {last}); the search went on without findings", ""]
 
 
-def programs_section(journal: Journal) -> list[str]:
-    """The LLM's feature programs: what became of them, each kept one's added columns, mean
-    gain and tally, and whether the answer trains on one; nothing when none was proposed."""
+def programs_section(journal: Journal, facts: Mapping[str, Any]) -> list[str]:
+    """The LLM's feature programs: what became of them, when the LLM was asked for no more,
+    each kept one's added columns, mean gain and tally, and whether the answer trains on one;
+    nothing when none was proposed."""
     programs = journal.nodes_of(Operator.FEATURES)
     if not programs:
         return []
@@ -237,6 +239,10 @@ def programs_section(journal: Journal) -> list[str]:
              f"- {counts.proposed} proposed: {counts.rejected} refused by the checks, "
              f"{counts.failed} failed, {counts.scored} scored, {counts.kept} kept; median LLM "
              f"seconds per program {'n/a' if median is None else f'{median:.1f}'}"]
+    if facts.get("llm_retired_seconds") is not None:
+        lines.append(f"- after {facts.get('llm_patience')} in a row were not kept, the LLM was "
+                     f"asked for no more at {facts['llm_retired_seconds']:.0f}s; its CPUs ran "
+                     "the floor's trials from then on")
     answer = journal.final()
     if answer is not None:
         used = kept_programs_used(journal, answer)
@@ -308,7 +314,7 @@ def write_summary(root: Path, task: PreparedTask, journal: Journal,
         ]
         lines.append("")
     lines += selection_section(facts.get("selection") or {}, task.metric.name)
-    lines += programs_section(journal)
+    lines += programs_section(journal, facts)
     lines += _excluded_section(journal)
     lines += _verification_section(journal, facts.get("request_warnings") or [])
     lines += analysis_section(journal)
