@@ -61,7 +61,7 @@ from operators.kinds.ensemble import weighted_members
 from sandbox import SUBMISSION_CAP, ExecResult, Limits
 from search.floor import ensemble_candidates
 from search.journal import Journal
-from search.node import Node, Operator
+from search.node import Node
 
 MODEL_DIR = "model"  # under best/
 # The best eligible nodes whose fold models (and whose members') scoring keeps: the final
@@ -201,7 +201,7 @@ def answer_members(node: Node) -> list[str]:
     """The nodes whose kept fold models make `node`'s saved model: an ensemble's members
     (when every member is make_model() code, as its own code then is), else the node itself;
     empty when the node cannot be put together so (an ensemble with LLM-written members)."""
-    if node.operator is not Operator.ENSEMBLE:
+    if not node.operator.traits.combines:
         return [node.node_id]
     return weighted_members(node) if defines_make_model(node.code) else []
 

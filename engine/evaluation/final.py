@@ -41,7 +41,7 @@ from engine.task.prepare import PreparedTask, csv_bytes
 from operators.kinds.ensemble import weighted_members
 from sandbox import Limits
 from search.journal import Journal
-from search.node import Node, Operator
+from search.node import Node
 
 # Saving the answer's model fits each of its training sets again and replays each once to
 # check the state: measured at 1.3 times the seconds its scoring runs took (concrete, an
@@ -176,7 +176,7 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
 
 def _scoring_seconds(journal: Journal, node: Node) -> float:
     """The seconds a node's scoring runs took; an ensemble's are its weighted members'."""
-    ids = weighted_members(node) if node.operator is Operator.ENSEMBLE else [node.node_id]
+    ids = weighted_members(node) if node.operator.traits.combines else [node.node_id]
     return sum(journal.get(i).exec_seconds for i in ids if i in journal)
 
 
