@@ -13,7 +13,6 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pyarrow.dataset as ds
 import pytest
@@ -25,7 +24,7 @@ from engine.show import main as show_main
 from engine.task.prepare import TaskSpec, prepare_task
 from search.journal import Journal
 from search.node import Status
-from tests.helpers import make_node
+from tests.helpers import make_data, make_node
 
 SCRIPT = Path(__file__).parent / "data" / "scripted_regression.json"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -34,13 +33,6 @@ PLOTS = ("best_over_time.png", "nodes_by_status.png", "timeline.png")
 NASTY_CODE = 'print("</script><script>alert(1)</script><!-- & \u2028 done")\n'
 
 _shared: dict[str, Path] = {}
-
-
-def make_data(path: Path, rows: int = 300) -> None:
-    rng = np.random.default_rng(0)
-    a, b, c = rng.normal(size=(3, rows))
-    y = 3 * a**2 + b + 0.1 * rng.normal(size=rows)
-    pd.DataFrame({"a": a, "b": b, "c": c, "y": y}).to_csv(path, index=False)
 
 
 def scripted_run(factory: pytest.TempPathFactory) -> Path:
