@@ -362,12 +362,12 @@ class SearchLoop:
 
     def _analysing(self) -> bool:
         """Whether an analysis step is queued or in flight."""
-        return (any(op is Operator.ANALYZE for op, _ in self._in_flight)
-                or any(p.operator is Operator.ANALYZE for p, _ in self._requeue))
+        return (any(op.traits.informs for op, _ in self._in_flight)
+                or any(p.operator.traits.informs for p, _ in self._requeue))
 
     def _take_analysis(self) -> tuple[Proposal, int] | None:
         for item in self._requeue:
-            if item[0].operator is Operator.ANALYZE:
+            if item[0].operator.traits.informs:
                 self._requeue.remove(item)
                 return item
         return None
@@ -455,7 +455,7 @@ class SearchLoop:
         self.journal.add(node)
         if self.keep_fold_models and node.metric is not None:
             self._keep_fold_models(node, done.fold_models)
-        if node.operator is Operator.ANALYZE:
+        if node.operator.traits.informs:
             retry = self.search.after_analysis(node)
             if retry is not None:
                 self._requeue.appendleft((retry, 0))

@@ -244,13 +244,13 @@ class SearchRun:
         stopped."""
         analysis = (next_analysis(self.journal)
                     if self.config.analyst and not self.config.routes.none else None)
-        if analysis is not None and not any(p.operator is Operator.ANALYZE for p in requeue):
+        if analysis is not None and not any(p.operator.traits.informs for p in requeue):
             requeue = [analysis, *requeue]
-        if self.config.baseline and not any(n.operator is Operator.BASELINE
+        if self.config.baseline and not any(n.operator.traits.reference
                                             for n in [*self.journal, *requeue]):
             requeue = [Proposal(Operator.BASELINE), *requeue]
         # The loop starts baselines (no LLM call) only from the head of the queue.
-        return sorted(requeue, key=lambda p: p.operator is not Operator.BASELINE)
+        return sorted(requeue, key=lambda p: not p.operator.traits.reference)
 
     def _tokens_left(self, before: dict[str, Any]) -> int | None:
         if self.config.max_tokens is None:

@@ -107,7 +107,7 @@ def node_params(node: Node) -> dict[str, Any]:
 def configuration(node: Node) -> Proposal:
     """The proposal that produced a node, with the baseline root's fixed configuration (it is
     stored with an empty hint) filled in."""
-    if node.operator is Operator.BASELINE:
+    if node.operator.traits.reference:
         return Proposal(node.operator, node.parent_id, node.temperature, family="lgbm",
                         params=tuple(sorted(BASELINE_PARAMS.items())))
     return Proposal.of(node)

@@ -41,7 +41,7 @@ class Journal:
             self._hashes.setdefault(node.code_hash, node.node_id)
         if self.is_eligible(node) and (self._best is None or _key(node) > _key(self._best)):
             self._best = node
-        if (self._baseline is None and node.operator is Operator.BASELINE and node.is_ok
+        if (self._baseline is None and node.operator.traits.reference and node.is_ok
                 and node.parent_id is None):
             self._baseline = node
 

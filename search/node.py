@@ -87,6 +87,11 @@ class OperatorTraits:
     # The LLM wrote a feature program, not model code: the engine runs it with a configuration
     # of its own and gates it (search/programs.py); a failed one is never handed to a debug step.
     program: bool = False
+    # The run's reference root: the engine's model on the columns as they are, queued first and
+    # once; the floor's configurations and the final selection measure against it.
+    reference: bool = False
+    # Its findings join every later prompt: it runs before any other LLM step, alone.
+    informs: bool = False
     hint_form: HintForm = HintForm.IDEA
 
     @property
@@ -103,10 +108,10 @@ TRAITS: dict[Operator, OperatorTraits] = {
     Operator.REFLECT: OperatorTraits(scored=False),
     Operator.INSIGHTS: OperatorTraits(scored=False, hint_form=HintForm.STAGE),
     Operator.SELA: OperatorTraits(tunable=True, hint_form=HintForm.PATH),
-    Operator.BASELINE: OperatorTraits(engine_written=True, configured=True),
+    Operator.BASELINE: OperatorTraits(engine_written=True, configured=True, reference=True),
     Operator.ENSEMBLE: OperatorTraits(engine_written=True, combines=True,
                                       hint_form=HintForm.MEMBERS),
-    Operator.ANALYZE: OperatorTraits(scored=False),
+    Operator.ANALYZE: OperatorTraits(scored=False, informs=True),
     Operator.PORTFOLIO: OperatorTraits(engine_written=True, configured=True, run_once=True,
                                        hint_form=HintForm.CONFIGURATION),
     Operator.TUNE: OperatorTraits(engine_written=True, configured=True,
