@@ -114,8 +114,10 @@ def programs_spent(journal: Journal, patience: int) -> bool:
     """Whether the last `patience` feature programs that finished were all not kept (refused,
     failed or scored below the rule): the LLM's programs stopped paying. Never with patience
     0."""
+    if patience <= 0:  # asked on every dispatch of the loop: a run without the rule reads nothing
+        return False
     finished = [n for n in journal.nodes_of(Operator.FEATURES) if n.status is not Status.LOST]
-    return 0 < patience <= len(finished) and not any(map(is_kept, finished[-patience:]))
+    return patience <= len(finished) and not any(map(is_kept, finished[-patience:]))
 
 
 def programs_turn(journal: Journal, in_flight: InFlight) -> bool:
