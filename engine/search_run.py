@@ -179,6 +179,8 @@ class SearchRun:
                     budget.reserve = closing_seconds(journal, config, folds, self.task, closing,
                                                      store.kept_fold_models())
                     progress.node(node, stats.prompt_tokens + stats.completion_tokens)
+                    if stats.llm_retired_at is not None:
+                        progress.llm_retired(stats.llm_retired_at, config.llm_patience)
 
                 budget.reserve = closing_seconds(journal, config, folds, self.task, closing,
                                                  store.kept_fold_models())
@@ -348,6 +350,7 @@ class Progress:
         self.tokens = 0
         self.loop: Any = None  # the SearchLoop, once it exists, for in-flight counts
         self.per_worker: dict[str, int] = {}  # nodes finished per LLM actor and executor
+        self.retirement_told = False
 
     def node(self, node: Node, tokens: int) -> None:
         self.tokens = tokens
@@ -360,6 +363,17 @@ class Progress:
         self.console.print(
             f"[{self.budget.elapsed():6.0f}s] {node.operator.value:<8} "
             f"{node.node_id} {node.status.value}{metric}{error}",
+            markup=False, highlight=False,
+        )
+
+    def llm_retired(self, at: float, patience: int) -> None:
+        """Say once, as it happens, that the LLM was asked for no more (--llm-patience)."""
+        if self.retirement_told:
+            return
+        self.retirement_told = True
+        self.console.print(
+            f"[{at:6.0f}s] after {patience} feature programs in a row were not kept, the LLM "
+            "is asked for no more; its CPUs run the floor's trials from now on",
             markup=False, highlight=False,
         )
 

@@ -101,7 +101,8 @@ def test_a_program_that_helps_is_kept_and_the_others_are_refused(
 
 
 @pytest.mark.slow
-def test_programs_that_never_pay_give_the_llms_cpu_to_an_executor(tmp_path: Path) -> None:
+def test_programs_that_never_pay_give_the_llms_cpu_to_an_executor(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--llm-patience 3: after three programs in a row not kept the LLM is asked for no more,
     its actor goes, and an executor on its CPU runs the floor's trials beside the first."""
     _data(tmp_path / "train.csv")
@@ -124,3 +125,5 @@ def test_programs_that_never_pay_give_the_llms_cpu_to_an_executor(tmp_path: Path
     assert later and {n.executor for n in later if n.executor} == {"exec-0", "exec-c0"}, spent
     summary = (run_dir / "summary.md").read_text()
     assert "after 3 in a row were not kept, the LLM was asked for no more" in summary
+    told = [line for line in capsys.readouterr().out.splitlines() if "asked for no more" in line]
+    assert len(told) == 1 and "after 3 feature programs in a row" in told[0], told  # as it happens

@@ -1,14 +1,18 @@
-"""summary.md from hand-built journals: the feature programs section and the LLM line (pure, no
-search, milliseconds)."""
+"""summary.md from hand-built journals: the feature programs section and the LLM line, and the
+log's line when the LLM is asked for no more (pure, no search, milliseconds)."""
 
 from __future__ import annotations
 
 import dataclasses
+import io
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from engine.budget import Budget
 from engine.records.summary import summary_facts, write_summary
+from engine.search_run import Progress
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from search.journal import Journal
 from search.node import Node, Operator, Status
@@ -87,6 +91,16 @@ def test_when_the_llm_was_asked_for_no_more_programs(tmp_path: Path,
     assert ("- after 10 in a row were not kept, the LLM was asked for no more at 152s; its "
             "CPUs ran the floor's trials from then on") in text
     assert "asked for no more" not in summary(tmp_path, task, journal, llm_retired_seconds=None)
+
+
+def test_the_log_tells_once_when_the_llm_was_asked_for_no_more(task: PreparedTask) -> None:
+    console = Console(file=io.StringIO(), width=200)
+    progress = Progress(console, task, Journal(), Budget(600))
+    progress.llm_retired(152.4, 10)
+    progress.llm_retired(160.0, 10)  # every later node asks again
+    assert console.file.getvalue().splitlines() == [
+        "[   152s] after 10 feature programs in a row were not kept, the LLM is asked for no "
+        "more; its CPUs run the floor's trials from now on"]
 
 
 def test_an_ensemble_uses_its_members_programs(tmp_path: Path, task: PreparedTask) -> None:
