@@ -13,6 +13,8 @@ step asks of the operator's module (`operators.kinds.kind_of`). The shapes of a 
 - LLM-written (draft, improve, debug, sela, recall): [a reflection first: --reflect, kinds
   that reflect] -> code -> [one repair re-ask when the reply has no usable code] -> duplicate
   check -> execution -> scored in the driver on hidden labels.
+- features: a program -> its checks (a refusal ends it: no re-ask) -> the engine's code around
+  it, every fold in one process -> scored and gated against its reference.
 - insights: ideas -> [one repair re-ask] -> done; nothing runs.
 - analyze (unscored): a script -> [one repair re-ask] -> one run; what it prints is its result.
 """
@@ -261,8 +263,9 @@ class Step:
             self._queue(self.code, (0,))
 
     def _repair(self, text: str, problem: str) -> bool:
-        """Re-ask once when a reply has no usable code (or ideas); False when it was already."""
-        if self.repaired or self.prompt is None:
+        """Re-ask once when a reply has no usable code (or ideas); False when it was already,
+        or when its operator does not re-ask."""
+        if self.repaired or self.prompt is None or not self.kind.re_asks:
             return False
         self.repaired = True
         self.prompt = repair_prompt(self.prompt, text, problem)

@@ -27,7 +27,7 @@ from operators.features import (
     without_text_arithmetic,
 )
 from operators.harness import PREPARE_SOURCE
-from operators.kinds import kind_of, repair_prompt
+from operators.kinds import kind_of
 from operators.models import model_code
 from search.journal import Journal
 from search.node import Node, Operator, Status
@@ -265,12 +265,10 @@ def test_the_prompt_lists_what_was_tried_and_reads_a_reply() -> None:
     assert parsed.problem == "" and "area_per_room" in parsed.plan
     assert kind.read(f"```python\n{PLANTED['test rows']}```", ctx, root,
                      journal).problem.startswith(REJECTED)
-    # the reply begins with the function's first line; a reply continued from it reads whole,
-    # and a re-ask begins it the same way
+    # the reply begins with the function's first line; a reply continued from it reads whole
     assert prompt.reply_start.endswith("def add_features(df):\n")
     body = GOOD.split("def add_features(df):\n", 1)[1]
     assert kind.read(prompt.reply_start + body + "```", ctx, root, journal).problem == ""
-    assert repair_prompt(prompt, "no code", "No code block.").reply_start == prompt.reply_start
 
 
 def test_the_tried_list_grows_at_its_end_and_drops_its_oldest_lines_eight_at_a_time() -> None:

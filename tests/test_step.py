@@ -29,6 +29,7 @@ from sandbox import ExecResult
 from search.journal import Journal
 from search.node import Node, Operator, Status, code_hash
 from search.policy import Proposal
+from search.programs import REJECTED
 from tests.helpers import make_data, make_node
 
 GOOD = ("A ridge model.\n```python\nfrom sklearn.linear_model import Ridge\n\n\n"
@@ -110,6 +111,18 @@ def test_a_second_reply_without_code_is_buggy_without_running(task: PreparedTask
     done = step.next()
     assert isinstance(done, Done) and done.node.status is Status.BUGGY
     assert done.predictions is None and "does not parse" in done.node.error
+
+
+def test_a_refused_feature_program_ends_without_a_second_call(task: PreparedTask) -> None:
+    step = Step(Proposal(Operator.FEATURES, None, 0.7, family="lgbm"), context(task))
+    ask = step.next()
+    assert isinstance(ask, Generate) and ask.prompt.tag == "features"
+    step.on_reply(reply('```python\ndef add_features(df):\n    df["twice"] = df["y"] * 2\n'
+                        '    return df\n```'))
+    done = step.next()
+    assert isinstance(done, Done) and done.node.status is Status.BUGGY, done
+    assert done.node.error.startswith(REJECTED) and "target" in done.node.error
+    assert not step.repaired and done.node.llm_seconds == 0.5  # one call
 
 
 TREES = ("from sklearn.ensemble import ExtraTreesRegressor\n\n"

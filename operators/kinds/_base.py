@@ -40,7 +40,8 @@ class OperatorKind:
     operator: ClassVar[Operator]
     reflects: ClassVar[bool] = False  # with --reflect, a reflection call comes before it
     executes: ClassVar[bool] = True  # its reply is code to run (else the reply is the result)
-    repair_ask: ClassVar[str] = CODE_ASK  # what a re-ask after an unusable reply asks for
+    re_asks: ClassVar[bool] = True  # an unusable reply is asked for again, once
+    repair_ask: ClassVar[str] = CODE_ASK  # what that re-ask asks for
 
     def prompt(self, ctx: TaskContext, proposal: Proposal, journal: Journal,
                reflection: str = "") -> ChatPrompt:
