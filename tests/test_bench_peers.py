@@ -15,9 +15,10 @@ from benchmarks.baselines import BASELINES, BaselineResult
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 
 PEER = [pytest.mark.slow, pytest.mark.bench]
-# Seconds per fit. AutoGluon gets 20: beside the vLLM suite on 2 cores it trained no model at
-# all in 10 s (its DyStack sub-fit takes a quarter of the budget first).
-BUDGET = {"lgbm": 1.0, "optuna": 2.0, "autogluon": 20.0, "flaml": 5.0}
+# Seconds per fit. AutoGluon gets 30: beside the vLLM suite on 2 cores it trained no model at
+# all in 10 s (its DyStack sub-fit takes a quarter of the budget first), and on 2 of 6 tasks in
+# 20 s in a local CI run of 2026-11-29 whose default suite was also a third slower than usual.
+BUDGET = {"lgbm": 1.0, "optuna": 2.0, "autogluon": 30.0, "flaml": 5.0}
 
 
 def _data(path: Path, kind: str, rows: int = 240) -> Path:
