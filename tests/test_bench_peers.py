@@ -5,6 +5,7 @@ runner's own call, and is scored by the engine's scorer. AutoGluon and FLAML nee
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -15,10 +16,15 @@ from benchmarks.baselines import BASELINES, BaselineResult
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 
 PEER = [pytest.mark.slow, pytest.mark.bench]
-# Seconds per fit. AutoGluon gets 30: beside the vLLM suite on 2 cores it trained no model at
-# all in 10 s (its DyStack sub-fit takes a quarter of the budget first), and on 2 of 6 tasks in
-# 20 s in a local CI run of 2026-11-29 whose default suite was also a third slower than usual.
-BUDGET = {"lgbm": 1.0, "optuna": 2.0, "autogluon": 30.0, "flaml": 5.0}
+# Seconds per fit. CI runs this suite beside the cluster and vLLM suites on 2 cores, where every
+# fit is several times slower than alone. AutoGluon's time goes mostly to its fixed costs
+# (best_quality's DyStack sub-fit in its own process takes a quarter first, then about 0.5 s a
+# bagging fold before a tree is grown): 30 s trains a model alone, and trained none on 2 of 4
+# tasks in the CI run of stop 55. A fit that trains nothing is given AUTOGLUON_RETRY times the
+# budget once, as its error asks (see _run). FLAML's 10 s: at 5 s it made 2 fits of tiny
+# LightGBMs in that run (log loss 0.88).
+BUDGET = {"lgbm": 1.0, "optuna": 2.0, "autogluon": 30.0, "flaml": 10.0}
+AUTOGLUON_RETRY = 3
 
 
 def _data(path: Path, kind: str, rows: int = 240) -> Path:
@@ -45,12 +51,27 @@ def _task(tmp_path: Path, kind: str, metric: str) -> PreparedTask:
     return prepare_task(TaskSpec(_data(tmp_path / f"{kind}.csv", kind), "y", metric=metric))
 
 
-def _run(name: str, task: PreparedTask, budget: float, folder: Path) -> BaselineResult:
+def _fit(name: str, task: PreparedTask, budget: float, folder: Path) -> BaselineResult:
     folder.mkdir(parents=True, exist_ok=True)
     result = BASELINES[name](task, budget, 0, folder)
     assert math.isfinite(result.test) and result.fits >= 1 and result.seconds > 0
     assert result.valid is None or math.isfinite(result.valid)
     return result
+
+
+def _run(name: str, task: PreparedTask, folder: Path) -> tuple[BaselineResult, float]:
+    """The baseline's result at its BUDGET, and the budget it was given. AutoGluon that trained
+    no model (a loaded machine: the error says to give it longer) is given AUTOGLUON_RETRY times
+    as long once, in a fresh folder; a second failure fails the test."""
+    budget = BUDGET[name]
+    try:
+        return _fit(name, task, budget, folder), budget
+    except RuntimeError as exc:
+        if name != "autogluon" or "trained no model" not in str(exc):
+            raise
+    shutil.rmtree(folder)
+    budget *= AUTOGLUON_RETRY
+    return _fit(name, task, budget, folder), budget
 
 
 @pytest.mark.parametrize("name", [
@@ -60,8 +81,7 @@ def test_each_baseline_scores_probabilities_under_the_right_labels(name: str,
                                                                    tmp_path: Path) -> None:
     task = _task(tmp_path, "binary", "roc_auc")
     assert task.positive_label == "true" and task.labels == ("true", "zzz")
-    budget = BUDGET[name]
-    result = _run(name, task, budget, tmp_path / name)
+    result, budget = _run(name, task, tmp_path / name)
     assert result.test > 0.85, f"{name}: AUC {result.test}: probabilities of the wrong class?"
     if name != "lgbm":  # its own estimate of the same thing: an AUC, not a loss
         assert result.valid is not None and 0.5 < result.valid <= 1.0
@@ -79,8 +99,8 @@ def test_each_baseline_scores_probabilities_under_the_right_labels(name: str,
 def test_each_baseline_optimises_every_protocol_metric(name: str, kind: str, metric: str,
                                                       tmp_path: Path) -> None:
     task = _task(tmp_path, kind, metric)
-    lgbm = _run("lgbm", task, 1.0, tmp_path / "lgbm")
-    result = _run(name, task, BUDGET[name], tmp_path / name)
+    lgbm, _ = _run("lgbm", task, tmp_path / "lgbm")
+    result, _ = _run(name, task, tmp_path / name)
     # Learnable data: far from chance (predicting the mean scores the std), and in the same
     # league as LightGBM's defaults.
     if metric == "rmse":
@@ -108,7 +128,7 @@ def test_autogluon_answers_when_its_dystack_sub_fit_trains_nothing(tmp_path: Pat
     trains nothing too, says so in one line."""
     task = _task(tmp_path, "multiclass", "f1_weighted")
     try:
-        result = _run("autogluon", task, 5.0, tmp_path / "autogluon")
+        result = _fit("autogluon", task, 5.0, tmp_path / "autogluon")
     except RuntimeError as exc:  # a loaded machine: the main fit trained nothing either
         assert "AutoGluon trained no model in 5 s" in str(exc)
     else:
