@@ -37,13 +37,14 @@ from search.node import Operator, Status
 from search.policy import Proposal
 from search.programs import REJECTED, gate_of
 
-# A program of one column is 25 to 40 tokens after its given start (REPLY_START). On 2 cores
-# the model writes one token in about 0.14 s on its own core, and each program's changed prompt
-# costs about 8 s (benchmarks/README.md, "Seconds per feature program"). Asked for one column,
-# the model still wrote three with a comment over each in half of README command 1's replies
-# (median 96 tokens, 24 s): the cap keeps the first one or two (a reply cut there keeps its
-# whole statements, operators.features.completed) and bounds a program to about 17 s.
-MAX_TOKENS = 64
+# Asked for one column, the model writes two or three: 63 % of the one-call replies of issue
+# 42's two-fold runs (benchmarks/results/llm-gain-2026-11-29c) stopped at the former cap of 64
+# tokens. After the given start (REPLY_START) the first column's statement ends by token 24
+# (median), by 48 in 98 % of replies, the second's by 48 in 39 %; 9 of the 10 kept programs'
+# columns lie within 48. Each token cost 0.13 to 0.23 s in those runs (the same machine kind on
+# two days), so 48 saves 2 to 4 s a program and keeps its first one or two columns (a reply
+# cut there keeps its whole statements, operators.features.completed).
+MAX_TOKENS = 48
 # Generation ends at the code block's closing fence: nothing after it is read. ("\n```" alone
 # would also end a reply that puts a sentence before its opening fence.)
 STOP = ["\n```\n"]
