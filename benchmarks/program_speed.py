@@ -2,7 +2,7 @@
 go? (issue 42: a median of at most 15 s per program)
 
     python -m benchmarks.program_speed RUN [--threads 1,2] [--busy 0,1] [--prompts 5]
-        [--rebuild] [--out DIR]
+        [--rebuild] [--max-tokens N] [--out DIR]
 
 Replays the feature-program prompts that run RUN stored (its `features` nodes' last prompt, in
 step order) through the embedded model, once per setting: `threads` llama.cpp threads beside
@@ -12,7 +12,9 @@ the cache, as in the run. Each prompt is answered with its node's temperature an
 step, so the settings write the same replies and their times compare; each reply begins as the
 engine begins one today (`operators.kinds.features.REPLY_START`), whatever the run's did;
 with `--rebuild`, each prompt is also written as today's engine would write it, from the run's
-journal as it stood before that program.
+journal as it stood before that program. Replies are capped as the engine caps them today
+(`operators.kinds.features.MAX_TOKENS`), or at `--max-tokens`: two replays on one machine then
+say what a cap costs, apart from that machine's speed on the day.
 
 Reported per setting (`program_speed.md`, each reply in `program_speed.jsonl`): the median
 seconds per program, the median completion tokens, and the seconds of the prompts after the
@@ -47,7 +49,7 @@ from search.policy import Proposal
 SPIN = "while True: pass"
 
 
-def stored_prompts(run: Path, limit: int) -> list[ChatPrompt]:
+def stored_prompts(run: Path, limit: int, max_tokens: int = MAX_TOKENS) -> list[ChatPrompt]:
     """The first `limit` feature-program prompts that `run` asked, in step order."""
     stored = open_run(run)
     nodes = sorted((n for n in stored.journal.nodes_of(Operator.FEATURES) if n.prompt),
@@ -55,13 +57,13 @@ def stored_prompts(run: Path, limit: int) -> list[ChatPrompt]:
     if not nodes:
         raise UserError(f"run {run} stored no feature-program prompt: run a search with the "
                         "LLM (not --llm none) first")
-    return [ChatPrompt(messages=json.loads(n.prompt), max_tokens=MAX_TOKENS,
+    return [ChatPrompt(messages=json.loads(n.prompt), max_tokens=max_tokens,
                        temperature=n.temperature, seed=n.step, tag="features", stop=STOP,
                        reply_start=REPLY_START)
             for n in nodes[:limit]]
 
 
-def rebuilt_prompts(run: Path, limit: int) -> list[ChatPrompt]:
+def rebuilt_prompts(run: Path, limit: int, max_tokens: int = MAX_TOKENS) -> list[ChatPrompt]:
     """The first `limit` feature-program prompts of `run` as today's engine writes them: each
     from the run's journal as it stood before that program (the nodes of earlier steps), so a
     change to the prompt's layout is measured on a run made before it."""
@@ -76,7 +78,8 @@ def rebuilt_prompts(run: Path, limit: int) -> list[ChatPrompt]:
     for node in nodes:
         before = Journal([n for n in stored.journal.nodes if n.step < node.step])
         proposal = Proposal(Operator.FEATURES, node.parent_id, node.temperature)
-        prompts.append(dataclasses.replace(kind.prompt(ctx, proposal, before), seed=node.step))
+        prompts.append(dataclasses.replace(kind.prompt(ctx, proposal, before), seed=node.step,
+                                           max_tokens=max_tokens))
     return prompts
 
 
@@ -150,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rebuild", action="store_true",
                         help="write each prompt as today's engine would from the run's journal "
                              "before it, instead of replaying the prompt the run stored")
+    parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS,
+                        help=f"cap on each reply's tokens (default {MAX_TOKENS}, the engine's)")
     add_shared_flags(parser, out="runs/program-speed",
                      out_help="program_speed.md and program_speed.jsonl go here")
     args = parser.parse_args(argv)
@@ -158,7 +163,10 @@ def main(argv: list[str] | None = None) -> int:
                     for b in _numbers(args.busy, "--busy")]
         if min(t for t, _ in settings) < 1:
             raise UserError("--threads must be at least 1")
-        prompts = (rebuilt_prompts if args.rebuild else stored_prompts)(args.run, args.prompts)
+        if args.max_tokens < 1:
+            raise UserError(f"--max-tokens must be at least 1, got {args.max_tokens}")
+        prompts = (rebuilt_prompts if args.rebuild else stored_prompts)(
+            args.run, args.prompts, args.max_tokens)
         from actors.llama_backend import LlamaLLM
 
         results = []

@@ -41,6 +41,7 @@ def test_the_runs_prompts_in_step_order_with_their_temperature_and_step_seed(
     assert [p.messages[0]["content"] for p in prompts] == ["first", "second"]
     assert [p.seed for p in prompts] == [3, 7] and {p.temperature for p in prompts} == {0.5}
     assert prompts[0].max_tokens == speed.MAX_TOKENS and prompts[0].stop == speed.STOP
+    assert {p.max_tokens for p in speed.stored_prompts(Path("run"), 2, max_tokens=64)} == {64}
 
 
 def test_rebuilt_prompts_see_the_journal_as_it_stood_before_each_program(
@@ -59,6 +60,8 @@ def test_rebuilt_prompts_see_the_journal_as_it_stood_before_each_program(
     assert "rooms_x_area" not in first.messages[-1]["content"]  # nothing tried before it
     assert "- not kept: added rooms_x_area (gain -0.1)" in second.messages[-1]["content"]
     assert (first.seed, second.seed) == (2, 3) and first.reply_start == speed.REPLY_START
+    assert first.max_tokens == speed.MAX_TOKENS
+    assert speed.rebuilt_prompts(Path("run"), limit=1, max_tokens=64)[0].max_tokens == 64
 
 
 def test_a_run_without_programs_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch,
@@ -71,6 +74,8 @@ def test_a_run_without_programs_is_one_line_and_exit_2(monkeypatch: pytest.Monke
     assert not (tmp_path / "out").exists()
     assert speed.main([str(tmp_path), "--threads", "0"]) == 2
     assert speed.main([str(tmp_path), "--busy", "one"]) == 2
+    assert speed.main([str(tmp_path), "--max-tokens", "0"]) == 2
+    assert "--max-tokens must be at least 1" in capsys.readouterr().err
 
 
 class FakeLLM:
