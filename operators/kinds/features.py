@@ -41,9 +41,10 @@ from search.programs import REJECTED, gate_of
 # 42's two-fold runs (benchmarks/results/llm-gain-2026-11-29c) stopped at the former cap of 64
 # tokens. After the given start (REPLY_START) the first column's statement ends by token 24
 # (median), by 48 in 98 % of replies, the second's by 48 in 39 %; 9 of the 10 kept programs'
-# columns lie within 48. Each token cost 0.13 to 0.23 s in those runs (the same machine kind on
-# two days), so 48 saves 2 to 4 s a program and keeps its first one or two columns (a reply
-# cut there keeps its whole statements, operators.features.completed).
+# columns lie within 48. Ten of those runs' prompts replayed on one machine took a median of
+# 18.7 s at 64 tokens and 14.8 s at 48 (benchmarks/README.md, "Seventh measurement"). The cap
+# keeps a program's first one or two columns (a reply cut there keeps its whole statements,
+# operators.features.completed).
 MAX_TOKENS = 48
 # Generation ends at the code block's closing fence: nothing after it is read. ("\n```" alone
 # would also end a reply that puts a sentence before its opening fence.)
