@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import shutil
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -60,6 +62,7 @@ from search.policy import Policy, Proposal, make_policy
 
 # What a resumed start may not change: the task it was stored with.
 TASK_FLAGS = frozenset({"data", "target", "test", "metric", "seed", "split_seed", "out"})
+DISK_WARNING = 0.9  # a disk this full is warned of at each start: Ray's own limit is 95 %
 
 
 class SearchRun:
@@ -165,6 +168,8 @@ class SearchRun:
         progress = Progress(self.console, self.task, journal, budget)
         folds = store.load_folds()
 
+        for line in disk_warnings([store.root, Path(tempfile.gettempdir())]):
+            self.console.print(f"warning: {line}", markup=False, highlight=False)
         interrupted = False
         workers: Any = None
         with ray_session(config.address, config.executor_count
@@ -420,6 +425,26 @@ def check_isolation(config: RunConfig) -> str:
             "`bash setup.sh` (or: sudo apt-get install bubblewrap), or pass --weak-isolation "
             "to accept that")
     return mode
+
+
+def disk_warnings(paths: list[Path], full: float = DISK_WARNING) -> list[str]:
+    """One line per disk of `paths` (the run's and Ray's temporary files') used beyond `full`:
+    Ray stores no new object once its disk is 95 % full, and each candidate it then refuses is
+    lost (two of README command 1's nodes on a machine 93 % full of old clones)."""
+    lines, seen = [], set()
+    for path in paths:
+        existing = next(p for p in (path, *path.parents) if p.exists())
+        device = existing.stat().st_dev
+        if device in seen:
+            continue
+        seen.add(device)
+        usage = shutil.disk_usage(existing)
+        used = 1 - usage.free / usage.total  # as Ray measures it (reserved blocks count)
+        if used >= full:
+            lines.append(f"the disk of {existing} is {used:.0%} full "
+                         f"({usage.free / 2**30:.1f} GiB free): Ray refuses new objects at 95 % "
+                         "and the candidates it refuses are lost; free some space first")
+    return lines
 
 
 def write_task_yaml(root: Path, config: RunConfig, metric: str) -> Path:

@@ -1,14 +1,17 @@
-"""Verification stages: implementation flags (pure) and request warnings (on prepared data)."""
+"""Verification stages: implementation flags (pure), request warnings (on prepared data) and
+the machine's warning of a nearly full disk."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from common.metric import METRICS
+from engine import search_run
 from engine.task.feasibility import request_warnings
 from engine.task.prepare import TaskSpec, prepare_task
 from operators.flags import (
@@ -112,3 +115,19 @@ def test_a_clean_task_has_no_warnings(tmp_path: Path) -> None:
     a = rng.normal(size=400)
     frame = pd.DataFrame({"a": a, "b": rng.normal(size=400), "y": np.where(a > 0, "p", "n")})
     assert request_warnings(_prepare(tmp_path, frame, "y")) == []
+
+
+def test_a_nearly_full_disk_is_warned_of_once(monkeypatch: pytest.MonkeyPatch,
+                                              tmp_path: Path) -> None:
+    """Ray refuses new objects on a disk 95 % full, and the candidates it refuses are lost:
+    a start says so before it begins, once per disk, for a run directory not yet made."""
+    free = {"value": 5 * 2**30}
+    monkeypatch.setattr(search_run.shutil, "disk_usage",
+                        lambda path: SimpleNamespace(total=100 * 2**30, free=free["value"]))
+    run_dir, temp = tmp_path / "runs" / "new", tmp_path
+    [line] = search_run.disk_warnings([run_dir, temp])
+    assert line == (f"the disk of {tmp_path} is 95% full (5.0 GiB free): Ray refuses new "
+                    "objects at 95 % and the candidates it refuses are lost; free some space "
+                    "first")
+    free["value"] = 11 * 2**30
+    assert search_run.disk_warnings([run_dir, temp]) == []
