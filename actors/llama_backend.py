@@ -122,9 +122,12 @@ class LlamaLLM:
                 len(continued) if start_text else self._estimate_prompt_tokens(prompt),
                 prompt.max_tokens, self.n_ctx)
             # temperature 0 selects llama.cpp's greedy sampler: such replies are exact repeats.
+            # A model without a chat template writes the whole reply: the stop strings, meant
+            # for what follows the start, are not its (ChatPrompt.stop).
+            stop = prompt.stop if start_text or not prompt.reply_start else []
             sampling: dict[str, Any] = {"max_tokens": max_tokens, "seed": prompt.seed,
                                         "temperature": prompt.temperature,
-                                        "stop": prompt.stop or None}
+                                        "stop": stop or None}
             if start_text:
                 response = self._llama.create_completion(prompt=continued, **sampling)
             else:

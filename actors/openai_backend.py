@@ -71,7 +71,7 @@ class OpenAILLM:
             "temperature": prompt.temperature,
             "seed": prompt.seed,
         }
-        if prompt.stop:
+        if prompt.stop and not prompt.reply_start:  # this server writes the whole reply
             body["stop"] = prompt.stop
         data = json.dumps(body).encode()
         start = time.monotonic()

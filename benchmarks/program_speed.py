@@ -10,7 +10,7 @@ step order) through the embedded model, once per setting: `threads` llama.cpp th
 core. The model is loaded once per setting, so each prompt finds the previous one's prefix in
 the cache, as in the run. Each prompt is answered with its node's temperature and a seed of its
 step, so the settings write the same replies and their times compare; each reply begins as the
-engine begins one today (`operators.kinds.features.REPLY_START`), whatever the run's did;
+engine begins one today (`operators.kinds.features.reply_start`), whatever the run's did;
 with `--rebuild`, each prompt is also written as today's engine would write it, from the run's
 journal as it stood before that program. Replies are capped as the engine caps them today
 (`operators.kinds.features.MAX_TOKENS`), or at `--max-tokens`: two replays on one machine then
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -41,12 +42,14 @@ from engine.records.runs import open_run
 from engine.search_run import task_context
 from fileio import write_atomic
 from operators.kinds import kind_of
-from operators.kinds.features import MAX_TOKENS, REPLY_START, STOP
+from operators.kinds.features import MAX_TOKENS, STOP, reply_start
 from search.journal import Journal
 from search.node import Operator
 from search.policy import Proposal
 
-SPIN = "while True: pass"
+# A busy core that stops when its parent does, even one killed by a signal (no `finally`).
+# (Its parent's pid is its argument: one read at its own start could be init's already.)
+SPIN = "import os, sys\nwhile os.getppid() == int(sys.argv[1]): pass"
 
 
 def stored_prompts(run: Path, limit: int, max_tokens: int = MAX_TOKENS) -> list[ChatPrompt]:
@@ -59,7 +62,7 @@ def stored_prompts(run: Path, limit: int, max_tokens: int = MAX_TOKENS) -> list[
                         "LLM (not --llm none) first")
     return [ChatPrompt(messages=json.loads(n.prompt), max_tokens=max_tokens,
                        temperature=n.temperature, seed=n.step, tag="features", stop=STOP,
-                       reply_start=REPLY_START)
+                       reply_start=reply_start(stored.journal, n.parent_id))
             for n in nodes[:limit]]
 
 
@@ -86,7 +89,8 @@ def rebuilt_prompts(run: Path, limit: int, max_tokens: int = MAX_TOKENS) -> list
 @contextmanager
 def busy_cores(count: int) -> Iterator[None]:
     """`count` processes that each keep one core busy until the block ends."""
-    spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(count)]
+    spinners = [subprocess.Popen([sys.executable, "-c", SPIN, str(os.getpid())])
+                for _ in range(count)]
     try:
         yield
     finally:

@@ -13,6 +13,9 @@ class ChatPrompt:
     temperature: float = 0.7
     seed: int = 0
     tag: str = ""  # the operator that built it: scripted replay and model routing key on it
+    # Strings that end the reply, matched in what the model writes after reply_start: a backend
+    # that writes the whole reply itself (no reply_start) sends none when there is one, since
+    # they may match inside the start it writes.
     stop: list[str] = field(default_factory=list)
     # A JSON schema the reply must follow; backends that can constrain decoding to it do
     # (llama.cpp: a grammar), the others ignore it and the caller parses leniently.

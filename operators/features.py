@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import textwrap
 from collections.abc import Callable, Sequence
 
 from search.programs import REJECTED
@@ -95,6 +96,19 @@ def completed(source: str) -> str:
         argument = function.args.args[0].arg if function.args.args else "df"
         return text + f"    return {argument}\n"
     return source
+
+
+def body_statements(source: str) -> str:
+    """The statements of a program's add_features before its return, each line indented by
+    four spaces as in a function body (as Python writes them: one source, however the model
+    spaced it): what a later program's reply is started with, so that the model sees the kept
+    columns made and goes on with a new one. "" when the source does not parse or defines no
+    add_features."""
+    function = _add_features(source)
+    if function is None:
+        return ""
+    kept = [s for s in function.body if not isinstance(s, ast.Return)]
+    return "".join(textwrap.indent(ast.unparse(s), "    ") + "\n" for s in kept)
 
 
 def without_columns(source: str, columns: Sequence[str]) -> str:

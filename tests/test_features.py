@@ -28,6 +28,7 @@ from operators.features import (
 )
 from operators.harness import PREPARE_SOURCE
 from operators.kinds import kind_of
+from operators.kinds.features import STOP
 from operators.models import model_code
 from search.journal import Journal
 from search.node import Node, Operator, Status
@@ -265,12 +266,65 @@ def test_the_prompt_lists_what_was_tried_and_reads_a_reply() -> None:
     assert parsed.problem == "" and "area_per_room" in parsed.plan
     assert kind.read(f"```python\n{PLANTED['test rows']}```", ctx, root,
                      journal).problem.startswith(REJECTED)
-    # the reply begins with the function's first line; a reply continued from it reads whole
-    assert prompt.reply_start.endswith("def add_features(df):\n")
-    body = GOOD.split("def add_features(df):\n", 1)[1]
+    # the reply begins with the function's first line and a statement's first word (k1 has
+    # no code, so no kept statement); a reply continued from it reads whole
+    assert prompt.reply_start.endswith("def add_features(df):\n    df")
+    body = GOOD.split("def add_features(df):\n    df", 1)[1]
     assert kind.read(prompt.reply_start + body + "```", ctx, root, journal).problem == ""
 
 
+def test_a_reply_on_a_kept_chain_starts_after_its_statements_and_is_only_its_own() -> None:
+    """The kept programs' statements are written for the model (it began half its replies on
+    a chain by computing them again); what it writes on from there is the program, and it
+    may read the kept columns, which its rows hold."""
+    ctx = TaskContext(preview="price of a flat", target="price", task_type="regression",
+                      metric="rmse", maximize=False, columns=COLUMNS)
+    first = ('def add_features(df):\n    df["area_per_room"] = (df["area"]\n'
+             '        / (df["rooms"] + 1e-9))\n    return df\n')
+    second = 'def add_features(df): df["old"] = 2025 - df["built"]; return df\n'
+    journal = Journal([
+        make_node("b", operator=Operator.BASELINE),
+        dataclasses.replace(_kept("k1", None, 1, "area_per_room"),
+                            code=model_code(ctx, "lgbm", {}, [first])),
+        dataclasses.replace(_kept("k2", "k1", 2, "old"),
+                            code=model_code(ctx, "lgbm", {}, [first, second]))])
+    kind = kind_of(Operator.FEATURES)
+    on_chain = Proposal(Operator.FEATURES, "k2", 0.7, idea="b", family="lgbm")
+    prompt = kind.prompt(ctx, on_chain, journal)
+    assert prompt.reply_start == (
+        "```python\ndef add_features(df):\n"
+        "    df['area_per_room'] = df['area'] / (df['rooms'] + 1e-09)\n"
+        "    df['old'] = 2025 - df['built']\n    df")
+    assert "never the target `price`" in " ".join(prompt.messages[-1]["content"].split())
+    reply = prompt.reply_start + '["old_per_room"] = df["old"] / df["area_per_room"]'
+    parsed = kind.read(reply, ctx, on_chain, journal)
+    assert parsed.problem == "" and parsed.plan == "feature program adding old_per_room"
+    assert parsed.code == ('def add_features(df):\n'
+                           '    df["old_per_room"] = df["old"] / df["area_per_room"]\n'
+                           '    return df\n')
+    # a whole reply (a server that writes it all) that repeats the kept statements: the same
+    whole = ('```python\ndef add_features(df):\n    df["old"] = 2025 - df["built"]\n'
+             '    df["old_per_room"] = df["old"] / df["area_per_room"]\n    return df\n```')
+    assert kind.read(whole, ctx, on_chain, journal).code == parsed.code
+    # a column neither the rows nor the chain have is still refused
+    assert kind.read(prompt.reply_start + '["x"] = df["floor"]', ctx, on_chain,
+                     journal).problem == f"{REJECTED} it names a column 'floor' that the rows " \
+                                         "do not have"
+
+
+@pytest.mark.parametrize("after_first", [
+    '\n    df["b"] = df["rooms"] * 2\n    return df\n```\n',
+    "\n    \n    # rooms times two\n    df['b'] = df['rooms'] * 2\n",
+    "\n    return df\n```\n",
+    "\n```\nThis adds the area per room.",
+])
+def test_a_continued_reply_ends_after_its_first_statement(after_first: str) -> None:
+    """What the stop strings leave of a reply that goes on after its first statement, as a
+    backend cuts it: that statement alone (a two-line statement stays whole)."""
+    first = '["a"] = np.where(df["rooms"] > 2,\n        df["area"], 0)'
+    written = first + after_first
+    cut = min((written.find(s) for s in STOP if s in written), default=len(written))
+    assert written[:cut].rstrip() == first
 def test_the_tried_list_grows_at_its_end_and_drops_its_oldest_lines_eight_at_a_time() -> None:
     ctx = TaskContext(preview="flats", target="price", task_type="regression", metric="rmse",
                       maximize=False, columns=COLUMNS)

@@ -25,6 +25,14 @@ from actors.llm import make_llm
 from actors.model_assets import MODEL_NAME
 from common.chat import ChatPrompt
 from common.errors import BackendError
+from operators.context import TaskContext
+from operators.kinds import kind_of
+from operators.kinds.features import MAX_TOKENS
+from operators.models import model_code
+from search.journal import Journal
+from search.node import Node, Operator, Status
+from search.policy import Proposal
+from search.programs import Gate
 
 CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 # The slow step runs two test files at once on 2 cores: llama.cpp's threads wait for each other
@@ -131,6 +139,35 @@ def test_a_reply_continues_the_start_it_is_given(llm: LlamaLLM) -> None:
     function = ast.parse(source).body[0]
     assert isinstance(function, ast.FunctionDef) and function.name == "total"
     assert 0 < reply.completion_tokens < plain.completion_tokens  # the start is not counted
+
+
+@pytest.mark.slow
+def test_a_feature_program_reply_is_one_new_statement_after_the_kept_ones(
+        llm: LlamaLLM) -> None:
+    # The engine's own prompt on a chain with one kept program: the reply is started with the
+    # kept statement and `    df`, and the stop strings end it where a second statement, a
+    # comment or the return would begin.
+    ctx = TaskContext(preview=("Target: `price` (regression)\nFeatures: rooms (int), "
+                               "area_m2 (float), built_year (int), floor (int)"),
+                      target="price", task_type="regression", metric="rmse", maximize=False,
+                      columns=("rooms", "area_m2", "built_year", "floor"))
+    kept = ('def add_features(df):\n    df["area_per_room"] = df["area_m2"] / '
+            '(df["rooms"] + 1e-9)\n    return df\n')
+    gate = Gate("b", (0.1,) * 4, True, "kept", ("area_per_room",)).to_json()
+    journal = Journal([
+        Node(node_id="b", parent_id=None, operator=Operator.BASELINE, status=Status.OK),
+        Node(node_id="k", parent_id=None, operator=Operator.FEATURES, status=Status.OK,
+             step=1, gate=gate, code=model_code(ctx, "lgbm", {}, [kept]))])
+    proposal = Proposal(Operator.FEATURES, "k", 0.0, idea="b", family="lgbm")
+    kind = kind_of(Operator.FEATURES)
+    [reply] = llm.generate([kind.prompt(ctx, proposal, journal)])
+    assert reply.text.startswith(kind.prompt(ctx, proposal, journal).reply_start)
+    assert reply.completion_tokens < MAX_TOKENS and reply.finish_reason == "stop"
+    parsed = kind.read(reply.text, ctx, proposal, journal)
+    function = ast.parse(parsed.code).body[0]
+    assert isinstance(function, ast.FunctionDef)
+    assert len([s for s in function.body if not isinstance(s, ast.Return)]) == 1, parsed.code
+    assert "area_per_room\"] = df" not in parsed.code  # the kept statement is not its own
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -141,6 +141,14 @@ def test_request_shape_and_usage(stub: Stub) -> None:
     assert body["model"] == "stub-model" and body["messages"] == prompt().messages
     assert (body["max_tokens"], body["temperature"], body["seed"]) == (64, 0.0, 5)
     assert body["stop"] == ["```\n"]
+
+
+def test_a_prompt_with_a_reply_start_is_sent_without_its_stop_strings(stub: Stub) -> None:
+    # The server writes the whole reply, start included, where the stops (meant for what
+    # follows the start) could match at once.
+    started = replace(prompt(), reply_start="```python\ndef f(df):\n    df")
+    backend(stub).generate([started])
+    assert "stop" not in stub.requests[0]["json"]
 
 
 def test_no_key_sends_no_authorization(stub: Stub) -> None:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -44,6 +47,24 @@ def test_the_runs_prompts_in_step_order_with_their_temperature_and_step_seed(
     assert {p.max_tokens for p in speed.stored_prompts(Path("run"), 2, max_tokens=64)} == {64}
 
 
+def test_a_stored_prompt_on_a_kept_program_begins_its_reply_with_that_programs_statements(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    program = ('def add_features(df):\n    df["per_room"] = df["area"] / df["rooms"]\n'
+               '    return df\n')
+    kept = dataclasses.replace(_program(2, ""), code=model_code_with(program))
+    on_it = dataclasses.replace(_program(3, "next"), parent_id=kept.node_id)
+    _stored(monkeypatch, [kept, on_it, _program(4, "root")])
+    first, second = speed.stored_prompts(Path("run"), limit=2)
+    assert first.reply_start.endswith(
+        "def add_features(df):\n    df['per_room'] = df['area'] / df['rooms']\n    df")
+    assert second.reply_start.endswith("def add_features(df):\n    df")
+
+
+def model_code_with(program: str) -> str:
+    """A kept node's code as far as the reply start reads it: its chain of programs."""
+    return f"FEATURE_PROGRAMS = [{program!r}]\n"
+
+
 def test_rebuilt_prompts_see_the_journal_as_it_stood_before_each_program(
         monkeypatch: pytest.MonkeyPatch) -> None:
     gate = Gate("b", (-0.1,) * 4, False, "not kept", ("rooms_x_area",)).to_json()
@@ -59,7 +80,8 @@ def test_rebuilt_prompts_see_the_journal_as_it_stood_before_each_program(
     first, second = speed.rebuilt_prompts(Path("run"), limit=5)
     assert "rooms_x_area" not in first.messages[-1]["content"]  # nothing tried before it
     assert "- not kept: added rooms_x_area (gain -0.1)" in second.messages[-1]["content"]
-    assert (first.seed, second.seed) == (2, 3) and first.reply_start == speed.REPLY_START
+    assert (first.seed, second.seed) == (2, 3)
+    assert first.reply_start == "```python\ndef add_features(df):\n    df"  # on the reference
     assert first.max_tokens == speed.MAX_TOKENS
     assert speed.rebuilt_prompts(Path("run"), limit=1, max_tokens=64)[0].max_tokens == 64
 
@@ -103,6 +125,26 @@ def _spinners() -> int:
             continue
         count += speed.SPIN.encode() in cmdline
     return count
+
+
+def test_a_busy_core_stops_when_its_parent_is_killed() -> None:
+    # killed by a signal, the replay runs no `finally`: the spinner must notice on its own
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import os, subprocess, sys, time\n"
+         f"subprocess.Popen([sys.executable, '-c', {speed.SPIN!r}, str(os.getpid())])\n"
+         "time.sleep(60)"])
+    try:
+        deadline = time.monotonic() + 20
+        while _spinners() == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _spinners() == 1
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 10
+    while _spinners() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _spinners() == 0
 
 
 def test_each_setting_loads_a_model_beside_its_busy_cores_and_closes_it() -> None:

@@ -18,6 +18,7 @@ from operators.context import TaskContext
 from operators.features import (
     FUNCTION,
     assigned_columns,
+    body_statements,
     check_program,
     completed,
     does_something,
@@ -39,19 +40,25 @@ from search.programs import REJECTED, gate_of
 
 # Asked for one column, the model writes two or three: 63 % of the one-call replies of issue
 # 42's two-fold runs (benchmarks/results/llm-gain-2026-11-29c) stopped at the former cap of 64
-# tokens. After the given start (REPLY_START) the first column's statement ends by token 24
-# (median), by 48 in 98 % of replies, the second's by 48 in 39 %; 9 of the 10 kept programs'
-# columns lie within 48. Ten of those runs' prompts replayed on one machine took a median of
-# 18.7 s at 64 tokens and 14.8 s at 48 (benchmarks/README.md, "Seventh measurement"). The cap
-# keeps a program's first one or two columns (a reply cut there keeps its whole statements,
-# operators.features.completed).
+# tokens. After the given start the first column's statement ends by token 24 (median), by 48
+# in 98 % of replies. Ten of those runs' prompts replayed on one machine took a median of
+# 18.7 s at 64 tokens and 14.8 s at 48 (benchmarks/README.md, "Seventh measurement"). Since
+# the reply now ends at its first statement (STOP), the cap only bounds a long one.
 MAX_TOKENS = 48
-# Generation ends at the code block's closing fence: nothing after it is read. ("\n```" alone
-# would also end a reply that puts a sentence before its opening fence.)
-STOP = ["\n```\n"]
-# The reply begins with the fence and the function's first line, written for the model: it
-# spent 10 to 30 tokens a program on them and on import lines the prompt said not to write.
-REPLY_START = f"```python\ndef {FUNCTION}(df):\n"
+# The reply ends after its first statement: at the closing fence, or where a second statement,
+# a comment or the return would begin. The model wrote a comment before most statements (115
+# of 181 replies of the sixth and seventh measurements began with one) and two or three
+# columns where the prompt asks for one: tokens the engine paid for and mostly threw away.
+# Each is matched in what the model writes on from the start below (`reply_start`); a backend
+# that writes the whole reply sends none of them (common.chat.ChatPrompt.stop).
+STOP = ["\n```\n", "\n    df", "\n    #", "\n    return"]
+# The reply begins with the fence and the function's first line, written for the model (it
+# spent 10 to 30 tokens a program on them and on import lines the prompt said not to write),
+# then the statements of the kept programs it builds on, then `    df`: the model continues a
+# statement on the frame. 45 of the 89 replies on a kept chain in those measurements began by
+# computing a kept column again; written for it, they need not be.
+REPLY_HEAD = f"```python\ndef {FUNCTION}(df):\n"
+NEXT_STATEMENT = "    df"
 TRIED_SHOWN = 8  # the prompt lists the latest 8 to 16 programs tried, with their outcome
 
 SYSTEM = ("You are a data scientist who writes short pandas feature-engineering functions. "
@@ -71,8 +78,8 @@ def _job(ctx: TaskContext) -> str:
     same for every program of a run."""
     options = _TEXT if ctx.text_columns else _NUMBERS
     return f"""# What you write
-One function `{FUNCTION}(df)`. df holds the feature columns above for some rows (never the
-target). Return df with ONE new column computed from a row's own values: {options}.
+One function `{FUNCTION}(df)`. df holds the feature columns above for some rows, never the
+target `{ctx.target}`. Return df with ONE new column computed from a row's own values: {options}.
 Choose columns whose names suggest a relation that helps predict the target.
 Rules: pd, np, math and re are already imported; no comments; read no files; never use other
 rows (no sum, mean, max, rank, groupby, shift or cumsum over the frame); guard divisions
@@ -139,6 +146,19 @@ def chain_columns(journal: Journal, parent_id: str | None) -> list[str]:
                               if not c.startswith("-")))
 
 
+def chain_statements(journal: Journal, parent_id: str | None) -> str:
+    """The body statements of the kept programs of the chain ending at `parent_id`, in the
+    order they run: the start of a reply proposed there, before its own statement."""
+    chain = feature_programs(journal.get(parent_id).code) if parent_id else []
+    return "".join(body_statements(program) for program in chain)
+
+
+def reply_start(journal: Journal, parent_id: str | None) -> str:
+    """What a feature program's reply proposed on `parent_id` begins with, written for the
+    model: it writes one statement on from there."""
+    return REPLY_HEAD + chain_statements(journal, parent_id) + NEXT_STATEMENT
+
+
 def _current(journal: Journal, parent_id: str | None) -> str:
     if parent_id is None:
         return "# The model now gets the feature columns above, as they are.\n"
@@ -166,21 +186,30 @@ class Features(FloorKind):
             messages=[{"role": "system", "content": SYSTEM},
                       {"role": "user", "content": stable + "\n" + tail}],
             max_tokens=MAX_TOKENS, temperature=proposal.temperature, seed=ctx.seed,
-            tag=self.operator.value, stop=STOP, reply_start=REPLY_START)
+            tag=self.operator.value, stop=STOP,
+            reply_start=reply_start(journal, proposal.parent_id))
 
     def read(self, text: str, ctx: TaskContext, proposal: Proposal,
              journal: Journal) -> Parsed:
-        """The program, or why it is refused on its text. Two kinds of statement are dropped
-        from it: those that write a column its chain of kept programs already adds (those stay
-        as the kept programs made them; the model repeated kept columns in 6 of one run's 15
-        programs when the prompt named only the last program's), and those that do arithmetic
-        on text, which would fail on the rows. A program left with nothing to add, or whose
-        rest names what a dropped statement made, is refused here, before it runs."""
-        source = with_column_names(completed(program_source(text)), ctx.columns)
-        problem = check_program(source, ctx.columns, ctx.target)
+        """The program, or why it is refused on its text: what the model wrote after the
+        kept statements its reply was started with (a whole reply as written). Two kinds of
+        statement are dropped from it: those that write a column its chain of kept programs
+        already adds (those stay as the kept programs made them; the model repeated kept
+        columns in 6 of one run's 15 programs when the prompt named only the last program's),
+        and those that do arithmetic on text, which would fail on the rows. A program left
+        with nothing to add, or whose rest names what a dropped statement made, is refused
+        here, before it runs."""
+        given = REPLY_HEAD + chain_statements(journal, proposal.parent_id)
+        if text.startswith(given):  # the kept statements written for it are not its program
+            text = REPLY_HEAD + text[len(given):]
+        chain = chain_columns(journal, proposal.parent_id)
+        # its rows hold the chain's columns: it runs after the kept programs
+        columns = [*ctx.columns, *chain]
+        source = with_column_names(completed(program_source(text)), columns)
+        problem = check_program(source, columns, ctx.target)
         if problem:
             return Parsed("", source, f"{REJECTED} {problem}")
-        new = without_columns(source, chain_columns(journal, proposal.parent_id))
+        new = without_columns(source, chain)
         if not does_something(new):
             written = ", ".join(sorted(assigned_columns(ast.parse(source))))
             return Parsed("", source, f"{REJECTED} it only computes columns that kept programs "
@@ -192,7 +221,7 @@ class Features(FloorKind):
                                       "on the rows: compare a text column with one of its "
                                       "values instead, as (df[column] == value)")
         # what is left of a program that lost statements must stand on its own
-        problem = check_program(trimmed, ctx.columns, ctx.target) if trimmed != source else ""
+        problem = check_program(trimmed, columns, ctx.target) if trimmed != source else ""
         if problem:
             return Parsed("", trimmed, f"{REJECTED} {problem}")
         added = sorted(assigned_columns(ast.parse(trimmed)))
