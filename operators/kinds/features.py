@@ -6,7 +6,8 @@ A narrow action on purpose: a 1.5B model writes a whole working script rarely, a
 of pandas often; the engine does the tuning. The prompt's stable part (task, what a program is)
 comes first and is the same for every program of a run; what changes (the programs already
 tried, with their gains or the reason they were refused, and the columns the latest program's
-model relied on most) comes last and is short.
+model relied on most) comes last and is short. The kept programs a reply builds on are not
+described in words: their statements begin the reply (`reply_start`).
 """
 
 from __future__ import annotations
@@ -159,14 +160,6 @@ def reply_start(journal: Journal, parent_id: str | None) -> str:
     return REPLY_HEAD + chain_statements(journal, parent_id) + NEXT_STATEMENT
 
 
-def _current(journal: Journal, parent_id: str | None) -> str:
-    if parent_id is None:
-        return "# The model now gets the feature columns above, as they are.\n"
-    added = ", ".join(chain_columns(journal, parent_id))
-    return ("# The data already has these columns from kept programs (never compute them "
-            f"again): {added or 'none'}. Add new ones.\n")
-
-
 @register
 class Features(FloorKind):
     operator = Operator.FEATURES
@@ -180,7 +173,7 @@ class Features(FloorKind):
     def prompt(self, ctx: TaskContext, proposal: Proposal, journal: Journal,
                reflection: str = "") -> ChatPrompt:
         stable = f"# Task\n{(ctx.feature_preview or ctx.preview).strip()}\n\n{_job(ctx)}"
-        tail = (_tried(journal) + _reliance(journal) + _current(journal, proposal.parent_id)
+        tail = (_tried(journal) + _reliance(journal)
                 + f"Write {FUNCTION}(df) for the columns of this task.")
         return ChatPrompt(
             messages=[{"role": "system", "content": SYSTEM},
