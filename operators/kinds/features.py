@@ -147,11 +147,15 @@ def chain_columns(journal: Journal, parent_id: str | None) -> list[str]:
                               if not c.startswith("-")))
 
 
+def chain_programs(journal: Journal, parent_id: str | None) -> list[str]:
+    """The kept programs of the chain ending at `parent_id`, in the order they run."""
+    return feature_programs(journal.get(parent_id).code) if parent_id else []
+
+
 def chain_statements(journal: Journal, parent_id: str | None) -> str:
-    """The body statements of the kept programs of the chain ending at `parent_id`, in the
-    order they run: the start of a reply proposed there, before its own statement."""
-    chain = feature_programs(journal.get(parent_id).code) if parent_id else []
-    return "".join(body_statements(program) for program in chain)
+    """The body statements of the kept programs of the chain ending at `parent_id`: the start
+    of a reply proposed there, before its own statement."""
+    return "".join(body_statements(p) for p in chain_programs(journal, parent_id))
 
 
 def reply_start(journal: Journal, parent_id: str | None) -> str:
@@ -228,8 +232,7 @@ class Features(FloorKind):
         floor's trials run a kept program there (operators/features.py), and one process
         instead of one per fold gives the floor back 4 starts of about 1.2 s and the imports
         of each program."""
-        chain = feature_programs(journal.get(proposal.parent_id).code) \
-            if proposal.parent_id else []
+        chain = chain_programs(journal, proposal.parent_id)
         model = model_code(ctx, proposal.family, proposal.param_dict, [*chain, code],
                            check=True)
         return EngineCode("", assemble(ctx, model), assemble(ctx, model, all_folds=True))
