@@ -147,6 +147,18 @@ def chain_columns(journal: Journal, parent_id: str | None) -> list[str]:
                               if not c.startswith("-")))
 
 
+def not_kept_columns(journal: Journal, parent_id: str | None) -> set[str]:
+    """The columns that programs proposed on `parent_id` added and that were scored and not
+    kept there. A program that only computes them again is refused on its text: in README
+    command 1 (`1bd9a76`) the model wrote two columns 7 times in 12 programs, each run and
+    scored again but one (an identical duplicate), and a column paired again and again passes
+    the keep rule sooner or later by chance (penguins' fold 1 in the eighth measurement kept
+    on its second pairing a pair of columns not kept on its first)."""
+    return {column for node in journal.nodes_of(Operator.FEATURES)
+            if node.parent_id == parent_id and (gate := gate_of(node)) is not None
+            and not gate.kept for column in gate.added}
+
+
 def chain_programs(journal: Journal, parent_id: str | None) -> list[str]:
     """The kept programs of the chain ending at `parent_id`, in the order they run."""
     return feature_programs(journal.get(parent_id).code) if parent_id else []
@@ -222,6 +234,11 @@ class Features(FloorKind):
         if problem:
             return Parsed("", trimmed, f"{REJECTED} {problem}")
         added = sorted(assigned_columns(ast.parse(trimmed)))
+        scored = not_kept_columns(journal, proposal.parent_id)
+        if added and set(added) <= scored:
+            return Parsed("", trimmed, f"{REJECTED} it only computes columns already scored "
+                                       f"on these columns and not kept ({', '.join(added)}): "
+                                       "add new ones")
         return Parsed(f"feature program adding {', '.join(added) or 'columns'}", trimmed, "")
 
     def assembled(self, code: str, ctx: TaskContext, proposal: Proposal,
