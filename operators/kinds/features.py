@@ -206,9 +206,10 @@ class Features(FloorKind):
         already adds (those stay as the kept programs made them; the model repeated kept
         columns in 6 of one run's 15 programs when the prompt named only the last program's),
         and those that do arithmetic on text, which would fail on the rows. A program left
-        with nothing to add, or whose rest names what a dropped statement made, is refused
-        here, before it runs."""
-        given = REPLY_HEAD + chain_statements(journal, proposal.parent_id)
+        with nothing to add, whose rest names what a dropped statement made, or that only
+        computes columns already scored and not kept on its feature set is refused here,
+        before it runs."""
+        given = reply_start(journal, proposal.parent_id).removesuffix(NEXT_STATEMENT)
         if text.startswith(given):  # the kept statements written for it are not its program
             text = REPLY_HEAD + text[len(given):]
         chain = chain_columns(journal, proposal.parent_id)
