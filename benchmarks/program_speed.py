@@ -48,8 +48,9 @@ from search.node import Operator
 from search.policy import Proposal
 
 # A busy core that stops when its parent does, even one killed by a signal (no `finally`).
-# (Its parent's pid is its argument: one read at its own start could be init's already.)
-SPIN = "import os, sys\nwhile os.getppid() == int(sys.argv[1]): pass"
+# (Its parent's pid is its argument: one read at its own start could be init's already.) It
+# says when it spins: a started interpreter is not yet a busy core.
+SPIN = "import os, sys\nprint(flush=True)\nwhile os.getppid() == int(sys.argv[1]): pass"
 
 
 def stored_prompts(run: Path, limit: int, max_tokens: int = MAX_TOKENS) -> list[ChatPrompt]:
@@ -88,15 +89,19 @@ def rebuilt_prompts(run: Path, limit: int, max_tokens: int = MAX_TOKENS) -> list
 
 @contextmanager
 def busy_cores(count: int) -> Iterator[None]:
-    """`count` processes that each keep one core busy until the block ends."""
-    spinners = [subprocess.Popen([sys.executable, "-c", SPIN, str(os.getpid())])
-                for _ in range(count)]
+    """`count` processes that each keep one core busy until the block ends, each spinning
+    before the block begins."""
+    spinners = [subprocess.Popen([sys.executable, "-c", SPIN, str(os.getpid())],
+                                 stdout=subprocess.PIPE) for _ in range(count)]
     try:
+        for spinner in spinners:
+            assert spinner.stdout is not None
+            spinner.stdout.readline()
         yield
     finally:
         for spinner in spinners:
             spinner.kill()
-            spinner.wait()
+            spinner.communicate()
 
 
 def summary(replies: Sequence[Reply]) -> dict[str, float]:

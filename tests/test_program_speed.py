@@ -131,7 +131,8 @@ def test_a_busy_core_stops_when_its_parent_is_killed() -> None:
     # killed by a signal, the replay runs no `finally`: the spinner must notice on its own
     parent = subprocess.Popen(
         [sys.executable, "-c", "import os, subprocess, sys, time\n"
-         f"subprocess.Popen([sys.executable, '-c', {speed.SPIN!r}, str(os.getpid())])\n"
+         f"subprocess.Popen([sys.executable, '-c', {speed.SPIN!r}, str(os.getpid())], "
+         "stdout=subprocess.DEVNULL)\n"
          "time.sleep(60)"])
     try:
         deadline = time.monotonic() + 20
