@@ -43,7 +43,7 @@ from search.families import FAMILIES, PORTFOLIO, Dimension
 from search.journal import Journal
 from search.node import Node, Operator, Status
 from search.policy import InFlightKey, Proposal
-from search.programs import best_feature_set, is_kept
+from search.programs import best_feature_set, is_kept, program_temperature
 
 # The baseline root's configuration as a point of the lgbm space (LightGBM's defaults; its
 # zero regularisation is the space's floor).
@@ -125,14 +125,16 @@ def reference(journal: Journal, feature_set: str) -> Node | None:
 def program_proposal(journal: Journal, temperature: float,
                      feature_set: str | None = None) -> Proposal | None:
     """A feature program extending `feature_set` (default: the best kept one), paired with
-    the floor's best configuration on it; None until a configuration on it has been scored."""
+    the floor's best configuration on it, sampled at `temperature` widened by the refusals
+    in a row before it; None until a configuration on it has been scored."""
     if feature_set is None:
         feature_set = best_feature_set(journal)
     paired = reference(journal, feature_set)
     if paired is None:
         return None
     config = configuration(paired)
-    return Proposal(Operator.FEATURES, feature_set or None, temperature, idea=paired.node_id,
+    return Proposal(Operator.FEATURES, feature_set or None,
+                    program_temperature(journal, temperature), idea=paired.node_id,
                     family=config.family, params=config.params)
 
 

@@ -37,6 +37,10 @@ REJECTED = "feature program rejected:"
 # second fold of issue 42's runs the keeps were programs 2, 4, 7 and 38 of one task and 11 of
 # another; four tasks kept none of their 40 to 47 (benchmarks/results/llm-gain-2026-11-29).
 PATIENCE = 10
+# Each feature program refused in a row widens the next one's sampling by this much, up to
+# the ceiling (program_temperature).
+REFUSED_STEP = 0.15
+REFUSED_CEILING = 1.2
 # What the LLM writes (RunConfig.llm_writes, resolved): feature programs, whole model code
 # (drafts, improvements, fixes: SCRIPT_STEPS), or both in turn.
 WRITES = ("features", "scripts", "both")
@@ -118,6 +122,22 @@ def programs_spent(journal: Journal, patience: int) -> bool:
         return False
     finished = [n for n in journal.nodes_of(Operator.FEATURES) if n.status is not Status.LOST]
     return patience <= len(finished) and not any(map(is_kept, finished[-patience:]))
+
+
+def program_temperature(journal: Journal, base: float) -> float:
+    """The sampling temperature of the next feature program: `base`, widened by each program
+    in a row refused on its text, as `greedy.debug_temperature` widens a debug's. The prompt
+    lists each refusal, yet at one temperature the model writes the refused program again:
+    README command 1 at `1526612` wrote one refused column 5 times in a row, and each
+    refusal counts against `llm_patience` with no new idea tried."""
+    refused = 0
+    for node in reversed(journal.nodes_of(Operator.FEATURES)):
+        if node.status is Status.LOST:
+            continue
+        if not node.error.startswith(REJECTED):
+            break
+        refused += 1
+    return min(REFUSED_CEILING, base + REFUSED_STEP * refused)
 
 
 def programs_turn(journal: Journal, in_flight: InFlight) -> bool:

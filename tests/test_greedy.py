@@ -7,7 +7,7 @@ import dataclasses
 from search.greedy import GreedyPolicy
 from search.journal import Journal
 from search.node import Operator, Status
-from search.programs import Gate
+from search.programs import REJECTED, Gate
 from tests.helpers import make_node
 
 
@@ -85,6 +85,12 @@ def test_writing_features_extends_the_best_kept_set_and_both_takes_turns() -> No
         gate=Gate("base", (0.1,) * 5, True, "kept").to_json())
     (three,) = features.propose(Journal([base, kept]), 1, {})
     assert (three.parent_id, three.idea) == ("kept", "kept")
+    # A program refused on its text: the next one is sampled wider.
+    refused = dataclasses.replace(
+        make_node("refused", operator=Operator.FEATURES, status=Status.BUGGY, step=2),
+        error=f"{REJECTED} it reads the target")
+    (four,) = features.propose(Journal([base, kept, refused]), 1, {})
+    assert three.temperature == features.base_temperature < four.temperature
     # Both: a program, then a whole-script step, in turn (in flight counted).
     both = GreedyPolicy(seed=0, writes="both", num_drafts=1)
     first, second = both.propose(journal, 2, {})

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from search.journal import Journal
-from search.node import Operator, Status
+from search.node import Node, Operator, Status
 from search.programs import (
     REJECTED,
     Gate,
@@ -16,6 +16,7 @@ from search.programs import (
     keep_rule,
     kept_programs,
     program_counts,
+    program_temperature,
     programs_spent,
 )
 from tests.helpers import make_node
@@ -84,3 +85,22 @@ def test_the_llm_is_spent_after_patience_programs_in_a_row_not_kept() -> None:
     assert not programs_spent(journal, 0)  # 0: never
     assert not programs_spent(Journal(after_keep[1:3]), 3)  # fewer than patience so far
     assert programs_spent(Journal(after_keep[1:3]), 2)
+
+
+def test_each_refusal_in_a_row_widens_the_next_programs_sampling_up_to_a_ceiling() -> None:
+    scored = features_node("s", Gate("ref", (0.01, -0.02), False, "not kept"))
+
+    def refused(node_id: str) -> Node:
+        return features_node(node_id, None, status=Status.BUGGY, error=f"{REJECTED} reads y")
+
+    assert program_temperature(Journal([]), 0.7) == 0.7
+    assert program_temperature(Journal([refused("r0"), scored]), 0.7) == 0.7  # the row ended
+    two = program_temperature(Journal([scored, refused("r1"), refused("r2")]), 0.7)
+    assert two == pytest.approx(1.0)
+    lost = features_node("x", None, status=Status.LOST, error="executor failed")
+    assert program_temperature(Journal([scored, refused("r1"), lost, refused("r2")]),
+                               0.7) == pytest.approx(1.0)  # a lost one is proposed again
+    failed = features_node("f", None, status=Status.TIMEOUT, error="timed out")
+    assert program_temperature(Journal([refused("r1"), failed]), 0.7) == 0.7  # ran, so not
+    many = Journal([refused(f"r{i}") for i in range(10)])
+    assert program_temperature(many, 0.7) == 1.2
