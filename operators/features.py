@@ -111,6 +111,28 @@ def body_statements(source: str) -> str:
     return "".join(textwrap.indent(ast.unparse(s), "    ") + "\n" for s in kept)
 
 
+def computations(source: str) -> dict[str, str]:
+    """What each `df[name] = value` statement of add_features computes: its column's name and
+    its value as Python writes it (one spelling, however the model spaced, quoted or
+    parenthesised it), in order. {} when the source does not parse or defines no
+    add_features."""
+    function = _add_features(source)
+    out: dict[str, str] = {}
+    for statement in function.body if function is not None else []:
+        if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Subscript)):
+            names = _subscript_names(statement.targets[0])
+            if len(names) == 1:
+                out[names[0]] = ast.unparse(statement.value)
+    return out
+
+
+def in_words(value: str) -> str:
+    """A computation as a line of a prompt reads it: its columns by their names alone
+    (`df['area'] / df['rooms']` as `area / rooms`)."""
+    return re.sub(r"\b\w+\[(['\"])(.*?)\1\]", r"\2", value)
+
+
 def without_columns(source: str, columns: Sequence[str]) -> str:
     """The program without its statements that write one of `columns` (the columns its chain
     of kept programs adds, which stay as those programs made them): what is left is what the

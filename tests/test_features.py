@@ -414,28 +414,37 @@ def test_a_program_of_text_arithmetic_alone_is_refused_and_its_rest_must_stand()
     assert parsed.problem == "" and parsed.plan == "feature program adding per_year"
 
 
-def test_a_program_of_columns_already_scored_and_not_kept_there_is_refused() -> None:
-    """Paired again and again, a column passes the keep rule by chance sooner or later: one
-    that was scored and not kept on a feature set is not run again on that set. On another
-    set (its rows differ), and beside a new column, it still runs."""
+def test_a_program_computing_what_was_scored_and_not_kept_there_is_refused() -> None:
+    """Paired again and again, a computation passes the keep rule by chance sooner or later:
+    one that was scored and not kept on a feature set is not run again on that set, under any
+    name. A new computation under an old name runs; so does the old one on another set (its
+    rows differ) and beside a new column."""
     ctx = TaskContext(preview="price of a flat", target="price", task_type="regression",
                       metric="rmse", maximize=False, columns=COLUMNS)
+    scored = ('def add_features(df):\n'
+              '    df["area_per_room"] = df["area"] / (df["rooms"] + 1e-9)\n    return df\n')
     not_kept = dataclasses.replace(
         make_node("n1", None, operator=Operator.FEATURES, step=2),
+        code=f"FEATURE_PROGRAMS = [{scored!r}]\n",
         gate=Gate("b", (-0.1,) * 4, False, "not kept", ("area_per_room",)).to_json())
     journal = Journal([make_node("b", operator=Operator.BASELINE),
                        _kept("k1", None, 1, "rooms_x_area"), not_kept])
     kind = kind_of(Operator.FEATURES)
     root = Proposal(Operator.FEATURES, None, 0.7, idea="b", family="lgbm")
-    again = ('def add_features(df):\n'
-             '    df["area_per_room"] = df["area"] / (df["rooms"] + 1e-9) + 0\n    return df\n')
-    assert kind.read(f"```python\n{again}```", ctx, root, journal).problem == (
-        f"{REJECTED} it only computes columns already scored on these columns and not kept "
-        "(area_per_room): add new ones")
+    renamed = ("def add_features(df):\n"
+               "    df['room_area'] = df['area']/(df['rooms'] + 1e-9)\n    return df\n")
+    assert kind.read(f"```python\n{renamed}```", ctx, root, journal).problem == (
+        f"{REJECTED} it computes what was already scored on this feature set and not kept "
+        "(area / (rooms + 1e-09)): compute something new")
+    new_under_old_name = scored.replace('(df["rooms"] + 1e-9)', 'df["built"]')
+    assert kind.read(f"```python\n{new_under_old_name}```", ctx, root, journal).problem == ""
     on_chain = dataclasses.replace(root, parent_id="k1")
-    assert kind.read(f"```python\n{again}```", ctx, on_chain, journal).problem == ""
-    with_new = again.replace("    return df", '    df["age"] = 2025 - df["built"]\n    return df')
+    assert kind.read(f"```python\n{renamed}```", ctx, on_chain, journal).problem == ""
+    with_new = renamed.replace("    return df", '    df["age"] = 2025 - df["built"]\n    return df')
     assert kind.read(f"```python\n{with_new}```", ctx, root, journal).problem == ""
+    # the prompt lists what it computed, not the name it gave it
+    text = kind.prompt(ctx, root, journal).messages[-1]["content"]
+    assert "- not kept: area / (rooms + 1e-09) (gain -0.1)\n" in text
 
 
 def test_a_program_on_a_chain_begins_after_every_kept_statement_and_may_not_only_repeat_them(

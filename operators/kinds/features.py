@@ -22,8 +22,10 @@ from operators.features import (
     body_statements,
     check_program,
     completed,
+    computations,
     does_something,
     feature_programs,
+    in_words,
     program_source,
     reported_importances,
     with_column_names,
@@ -35,7 +37,7 @@ from operators.kinds._base import EngineCode, FloorKind, register
 from operators.models import model_code
 from operators.replies import Parsed, one_line
 from search.journal import Journal
-from search.node import Operator, Status
+from search.node import Node, Operator, Status
 from search.policy import Proposal
 from search.programs import REJECTED, gate_of
 
@@ -107,8 +109,12 @@ def _tried(journal: Journal) -> str:
     for node in sorted(programs, key=lambda n: n.step):
         gate = gate_of(node)
         if gate is not None:
-            line = (f"{'kept' if gate.kept else 'not kept'}: added "
-                    f"{', '.join(gate.added) or '?'}")
+            computed = program_computations(node)
+            if gate.kept or not computed:
+                line = (f"{'kept' if gate.kept else 'not kept'}: added "
+                        f"{', '.join(gate.added) or '?'}")
+            else:  # what it computed, not its name: a new name on it is no new program
+                line = f"not kept: {'; '.join(in_words(v) for v in computed.values())}"
             told = f" (gain {gate.mean_gain:+.3g})"
         elif node.error.startswith(REJECTED):
             line, told = f"refused: {one_line(node.error.removeprefix(REJECTED))[:120]}", ""
@@ -147,16 +153,25 @@ def chain_columns(journal: Journal, parent_id: str | None) -> list[str]:
                               if not c.startswith("-")))
 
 
-def not_kept_columns(journal: Journal, parent_id: str | None) -> set[str]:
-    """The columns that programs proposed on `parent_id` added and that were scored and not
-    kept there. A program that only computes them again is refused on its text: in README
-    command 1 (`1bd9a76`) the model wrote two columns 7 times in 12 programs, each run and
-    scored again but one (an identical duplicate), and a column paired again and again passes
-    the keep rule sooner or later by chance (penguins' fold 1 in the eighth measurement kept
-    on its second pairing a pair of columns not kept on its first)."""
-    return {column for node in journal.nodes_of(Operator.FEATURES)
+def program_computations(node: Node) -> dict[str, str]:
+    """What a features node's own program computes (`operators.features.computations`):
+    the last of the chain its code applies."""
+    programs = feature_programs(node.code)
+    return computations(programs[-1]) if programs else {}
+
+
+def not_kept_computations(journal: Journal, parent_id: str | None) -> set[str]:
+    """What the programs proposed on `parent_id` computed and were scored and not kept for
+    there. A program that only computes them again, under any name, is refused on its text:
+    in README command 1 (`1bd9a76`) the model wrote two columns 7 times in 12 programs, each
+    run and scored again but one (an identical duplicate), and a column paired again and
+    again passes the keep rule sooner or later by chance (penguins' fold 1 in the eighth
+    measurement kept on its second pairing a pair of columns not kept on its first). Their
+    names alone say too little: the model names most of its columns alike (`strength_ratio`
+    for 8 different computations in one concrete run)."""
+    return {value for node in journal.nodes_of(Operator.FEATURES)
             if node.parent_id == parent_id and (gate := gate_of(node)) is not None
-            and not gate.kept for column in gate.added}
+            and not gate.kept for value in program_computations(node).values()}
 
 
 def chain_programs(journal: Journal, parent_id: str | None) -> list[str]:
@@ -207,7 +222,7 @@ class Features(FloorKind):
         columns in 6 of one run's 15 programs when the prompt named only the last program's),
         and those that do arithmetic on text, which would fail on the rows. A program left
         with nothing to add, whose rest names what a dropped statement made, or that only
-        computes columns already scored and not kept on its feature set is refused here,
+        computes what was already scored and not kept on its feature set is refused here,
         before it runs."""
         given = reply_start(journal, proposal.parent_id).removesuffix(NEXT_STATEMENT)
         if text.startswith(given):  # the kept statements written for it are not its program
@@ -235,11 +250,13 @@ class Features(FloorKind):
         if problem:
             return Parsed("", trimmed, f"{REJECTED} {problem}")
         added = sorted(assigned_columns(ast.parse(trimmed)))
-        scored = not_kept_columns(journal, proposal.parent_id)
-        if added and set(added) <= scored:
-            return Parsed("", trimmed, f"{REJECTED} it only computes columns already scored "
-                                       f"on these columns and not kept ({', '.join(added)}): "
-                                       "add new ones")
+        computed = computations(trimmed)
+        if computed and set(computed.values()) <= not_kept_computations(journal,
+                                                                         proposal.parent_id):
+            done = "; ".join(in_words(v) for v in computed.values())
+            return Parsed("", trimmed, f"{REJECTED} it computes what was already scored on "
+                                       f"this feature set and not kept ({done}): compute "
+                                       "something new")
         return Parsed(f"feature program adding {', '.join(added) or 'columns'}", trimmed, "")
 
     def assembled(self, code: str, ctx: TaskContext, proposal: Proposal,
