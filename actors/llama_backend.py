@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from actors.model_assets import MODEL_NAME, embedded_model_path
+from actors.name_guard import NameGuard
 from common.chat import ChatPrompt, Reply
 from common.errors import BackendError
 
@@ -25,6 +26,9 @@ MIN_MAX_TOKENS = 256  # below this a reply cannot hold a useful script: fail ins
 # assistant header; these bounds over-count slightly, which only costs a few reply tokens.
 _TEMPLATE_TOKENS_PER_MESSAGE = 8
 _TEMPLATE_TOKENS_FIXED = 32
+# Name guards kept for later replies (each remembers what it banned after each partial name):
+# a run's prompts share one target and a few chains of columns.
+_GUARDS_KEPT = 8
 
 
 class LlamaLLM:
@@ -104,6 +108,8 @@ class LlamaLLM:
                 bos_token=token_text(self._llama.token_bos()))
         # One Llama context is not thread-safe (one KV cache, one sampler); serialise callers.
         self._lock = threading.Lock()
+        self._vocabulary: list[str] = []  # each token's text, read on the first guarded reply
+        self._guards: dict[tuple[tuple[str, ...], tuple[str, ...]], NameGuard] = {}
 
     def generate(self, prompts: list[ChatPrompt]) -> list[Reply]:
         with self._lock:
@@ -129,6 +135,8 @@ class LlamaLLM:
                                         "temperature": prompt.temperature,
                                         "stop": stop or None}
             if start_text:
+                if prompt.never_names:
+                    sampling["logits_processor"] = self._name_guard(prompt, len(continued))
                 response = self._llama.create_completion(prompt=continued, **sampling)
             else:
                 if prompt.json_schema is not None:  # decoding constrained by a grammar
@@ -152,6 +160,31 @@ class LlamaLLM:
             model=self.model,
             finish_reason=choice.get("finish_reason") or "stop",
         )
+
+    def _name_guard(self, prompt: ChatPrompt, prompt_tokens: int) -> Any:
+        """A logits processor that masks the tokens spelling one of the prompt's never-names
+        inside a column's name (actors.name_guard), reading what the reply has written."""
+        from llama_cpp import LogitsProcessorList
+
+        if not self._vocabulary:  # 151,000 tokens for Qwen2.5: about a second, once
+            self._vocabulary = [self._llama.detokenize([t]).decode(errors="ignore")
+                                for t in range(self._llama.n_vocab())]
+        key = (prompt.never_names, prompt.column_names)
+        if key not in self._guards:
+            if len(self._guards) >= _GUARDS_KEPT:
+                self._guards.pop(next(iter(self._guards)))
+            self._guards[key] = NameGuard(self._vocabulary, *key)
+        guard = self._guards[key]
+        start = prompt.reply_start
+
+        def mask(input_ids: Any, scores: Any) -> Any:
+            written = self._llama.detokenize(list(input_ids[prompt_tokens:]))
+            banned = guard.banned(start + written.decode(errors="ignore"))
+            if banned:
+                scores[banned] = -float("inf")
+            return scores
+
+        return LogitsProcessorList([mask])
 
     def _continued(self, messages: list[dict[str, str]], reply_start: str) -> list[int]:
         """The prompt's tokens as the chat completion renders them (the same template, so

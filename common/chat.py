@@ -26,6 +26,12 @@ class ChatPrompt:
     # OpenAI-compatible server gets the messages alone and writes the whole reply. llama.cpp
     # constrains no continued reply by json_schema.
     reply_start: str = ""
+    # Column names the reply must never write (a feature program's target) and those it may:
+    # a backend that can steer decoding (llama.cpp, on a continued reply) masks the tokens
+    # that would spell a never-name inside `df["...`; the others ignore both, and the
+    # engine's checks refuse what gets through either way.
+    never_names: tuple[str, ...] = ()
+    column_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

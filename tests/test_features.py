@@ -257,6 +257,9 @@ def test_the_prompt_lists_what_was_tried_and_reads_a_reply() -> None:
     assert "# The model of the latest program relied most on: area_per_room 0.40, rooms 0.30" \
         in text
     assert prompt.max_tokens <= 400 and prompt.tag == "features"
+    # the target is a name its decoding is kept off; the columns its rows hold are not
+    assert prompt.never_names == ("price",)
+    assert prompt.column_names == (*COLUMNS, "area_per_room")
     # the stable part is the same for every program of the run (prefix cache)
     other = kind.prompt(ctx, dataclasses.replace(proposal, parent_id=None), Journal([]))
     stable = text.split("# Programs already tried")[0]

@@ -171,6 +171,26 @@ def test_a_feature_program_reply_is_one_new_statement_after_the_kept_ones(
 
 
 @pytest.mark.slow
+def test_a_never_name_is_not_written_as_a_column_even_when_asked_for(llm: LlamaLLM) -> None:
+    # Asked outright for a column read from the target, the model writes one unguarded; with
+    # the target among the prompt's never-names it writes another column.
+    asked = ChatPrompt(
+        messages=[{"role": "user", "content": (
+            "Columns: cement, water, age. Write add_features(df) that adds "
+            'df["strength_ratio"] = df["strength"] / df["age"], in one ```python block.')}],
+        max_tokens=32, temperature=0.0, seed=3, stop=["\n    return"],
+        reply_start="```python\ndef add_features(df):\n    df")
+    [free] = llm.generate([asked])
+    guarded = dataclasses.replace(asked, never_names=("strength",),
+                                  column_names=("cement", "water", "age"))
+    [kept_off] = llm.generate([guarded])
+    column_names = re.compile(r"""\[\s*['"]([^'"]*)""")
+    assert any(n.startswith("strength") for n in column_names.findall(free.text)), free.text
+    names = column_names.findall(kept_off.text.removeprefix(guarded.reply_start))
+    assert names and not any(n.startswith("str") for n in names), kept_off.text
+
+
+@pytest.mark.slow
 def test_max_tokens_shrinks_to_fit_a_small_context() -> None:
     with LlamaLLM(n_ctx=512, cache_bytes=0, n_threads=THREADS) as small:
         words = " ".join(f"w{i}" for i in range(60))

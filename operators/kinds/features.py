@@ -211,7 +211,8 @@ class Features(FloorKind):
                       {"role": "user", "content": stable + "\n" + tail}],
             max_tokens=MAX_TOKENS, temperature=proposal.temperature, seed=ctx.seed,
             tag=self.operator.value, stop=STOP,
-            reply_start=reply_start(journal, proposal.parent_id))
+            reply_start=reply_start(journal, proposal.parent_id), never_names=(ctx.target,),
+            column_names=(*ctx.columns, *chain_columns(journal, proposal.parent_id)))
 
     def read(self, text: str, ctx: TaskContext, proposal: Proposal,
              journal: Journal) -> Parsed:
