@@ -243,7 +243,8 @@ def test_the_prompt_lists_what_was_tried_and_reads_a_reply() -> None:
         gate=Gate("b", (gain,) * 4, False, "not kept", ("rooms_x_area",)).to_json())
         for i, gain in enumerate((-0.2, -0.1))]
     again[-1] = dataclasses.replace(
-        again[-1], stdout_tail=f'{IMPORTANCES} {{"area_per_room": 0.4, "rooms": 0.3}}\n')
+        again[-1], stdout_tail=(f'{IMPORTANCES} {{"area_per_room": 0.4, "rooms_x_area": 0.35, '
+                                '"rooms": 0.3}\n'))
     journal = Journal([make_node("b", operator=Operator.BASELINE), kept, refused, *again])
     kind = kind_of(Operator.FEATURES)
     proposal = Proposal(Operator.FEATURES, "k1", 0.7, idea="b", family="lgbm",
@@ -254,6 +255,7 @@ def test_the_prompt_lists_what_was_tried_and_reads_a_reply() -> None:
     assert "- refused: it reads the target column 'price'\n" in text
     assert ("- not kept: added rooms_x_area (gain -0.2)\n"
             "- again, not kept: added rooms_x_area (gain -0.1)\n") in text
+    # the not-kept program's own column is not among what a program here gets
     assert "# The model of the latest program relied most on: area_per_room 0.40, rooms 0.30" \
         in text
     assert prompt.max_tokens <= 400 and prompt.tag == "features"
