@@ -343,6 +343,16 @@ def assigned_columns(tree: ast.AST) -> set[str]:
     return out
 
 
+def columns_read(source: str) -> set[str]:
+    """The columns a program reads (`df["a"]`, `df[["a", "b"]]`); none when it does not
+    parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {name for node in ast.walk(tree) for name in _read_columns(node)}
+
+
 def _read_columns(node: ast.AST) -> list[str]:
     if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
         value = node.value

@@ -493,3 +493,27 @@ def test_a_program_on_a_chain_begins_after_every_kept_statement_and_may_not_only
     assert kind.read(f"```python\n{drops}```", ctx, on_chain, journal).problem == ""
     only_drop = 'def add_features(df):\n    return df.drop(columns=["built"])\n'
     assert kind.read(f"```python\n{only_drop}```", ctx, raw, journal).problem == ""
+
+
+def test_the_prompt_names_the_columns_no_program_has_read_yet() -> None:
+    ctx = TaskContext(preview="price of a flat", target="price", task_type="regression",
+                      metric="rmse", maximize=False, columns=COLUMNS)
+    scored = ('def add_features(df):\n'
+              '    df["area_per_room"] = df["area"] / (df["rooms"] + 1e-9)\n    return df\n')
+    ran = dataclasses.replace(
+        make_node("n1", None, operator=Operator.FEATURES, step=2),
+        code=f"FEATURE_PROGRAMS = [{scored!r}]\n",
+        gate=Gate("b", (-0.1,) * 4, False, "not kept", ("area_per_room",)).to_json())
+    refused = dataclasses.replace(
+        make_node("r1", None, operator=Operator.FEATURES, step=3, status=Status.BUGGY),
+        error=f"{REJECTED} it reads the target column 'price'",
+        reply='```python\ndef add_features(df):\n    df["p"] = df["price"] / df["built"]\n```')
+    kind = kind_of(Operator.FEATURES)
+    root = Proposal(Operator.FEATURES, None, 0.7, idea="b", family="lgbm")
+    base = make_node("b", operator=Operator.BASELINE)
+    text = kind.prompt(ctx, root, Journal([base, ran, refused])).messages[-1]["content"]
+    unread = [c for c in COLUMNS if c not in ("area", "rooms", "built")]
+    assert f"# Columns no program has read yet: {', '.join(unread)}\n" in text
+    # before any program the line says nothing
+    assert "no program has read" not in kind.prompt(ctx, root, Journal([base])).messages[-1][
+        "content"]

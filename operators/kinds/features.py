@@ -22,6 +22,7 @@ from operators.features import (
     assigned_columns,
     body_statements,
     check_program,
+    columns_read,
     completed,
     computations,
     does_something,
@@ -146,6 +147,20 @@ def _reliance(journal: Journal, columns: Sequence[str]) -> str:
     return ""
 
 
+def _unread(journal: Journal, columns: Sequence[str]) -> str:
+    """The columns no program of the run has read yet: where a new program may look. A 1.5B
+    model told what not to repeat repeats it (at `be1c5a3`, 6 of a penguins run's 8 refusals
+    computed again what was scored and not kept); told where to look, it has somewhere to go."""
+    read: set[str] = set()
+    for node in journal.nodes_of(Operator.FEATURES):
+        programs = feature_programs(node.code)
+        source = programs[-1] if programs else completed(program_source(node.reply))
+        read |= columns_read(source)
+    unread = [column for column in columns if column not in read]
+    return f"# Columns no program has read yet: {', '.join(unread)}\n\n" \
+        if unread and len(unread) < len(columns) else ""
+
+
 def chain_columns(journal: Journal, parent_id: str | None) -> list[str]:
     """The columns that the kept programs of the chain ending at `parent_id` add, the oldest
     program's first: what the rows of a program proposed there already hold."""
@@ -211,7 +226,7 @@ class Features(FloorKind):
                reflection: str = "") -> ChatPrompt:
         stable = f"# Task\n{(ctx.feature_preview or ctx.preview).strip()}\n\n{_job(ctx)}"
         columns = (*ctx.columns, *chain_columns(journal, proposal.parent_id))
-        tail = (_tried(journal) + _reliance(journal, columns)
+        tail = (_tried(journal) + _reliance(journal, columns) + _unread(journal, columns)
                 + f"Write {FUNCTION}(df) for the columns of this task.")
         return ChatPrompt(
             messages=[{"role": "system", "content": SYSTEM},
