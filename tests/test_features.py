@@ -419,6 +419,19 @@ def test_a_program_of_text_arithmetic_alone_is_refused_and_its_rest_must_stand()
     assert parsed.problem == "" and parsed.plan == "feature program adding per_year"
 
 
+SCORED_PROGRAM = ('def add_features(df):\n'
+                  '    df["area_per_room"] = df["area"] / (df["rooms"] + 1e-9)\n    return df\n')
+
+
+def _scored_not_kept(node_id: str, program: str) -> Node:
+    """A program on the columns as they are, scored and not kept (its code as the step
+    assembles it: the chain, here only itself)."""
+    return dataclasses.replace(
+        make_node(node_id, None, operator=Operator.FEATURES, step=2),
+        code=f"FEATURE_PROGRAMS = [{program!r}]\n",
+        gate=Gate("b", (-0.1,) * 4, False, "not kept", ("area_per_room",)).to_json())
+
+
 def test_a_program_computing_what_was_scored_and_not_kept_there_is_refused() -> None:
     """Paired again and again, a computation passes the keep rule by chance sooner or later:
     one that was scored and not kept on a feature set is not run again on that set, under any
@@ -426,12 +439,7 @@ def test_a_program_computing_what_was_scored_and_not_kept_there_is_refused() -> 
     rows differ) and beside a new column."""
     ctx = TaskContext(preview="price of a flat", target="price", task_type="regression",
                       metric="rmse", maximize=False, columns=COLUMNS)
-    scored = ('def add_features(df):\n'
-              '    df["area_per_room"] = df["area"] / (df["rooms"] + 1e-9)\n    return df\n')
-    not_kept = dataclasses.replace(
-        make_node("n1", None, operator=Operator.FEATURES, step=2),
-        code=f"FEATURE_PROGRAMS = [{scored!r}]\n",
-        gate=Gate("b", (-0.1,) * 4, False, "not kept", ("area_per_room",)).to_json())
+    not_kept = _scored_not_kept("n1", SCORED_PROGRAM)
     journal = Journal([make_node("b", operator=Operator.BASELINE),
                        _kept("k1", None, 1, "rooms_x_area"), not_kept])
     kind = kind_of(Operator.FEATURES)
@@ -441,7 +449,7 @@ def test_a_program_computing_what_was_scored_and_not_kept_there_is_refused() -> 
     assert kind.read(f"```python\n{renamed}```", ctx, root, journal).problem == (
         f"{REJECTED} it computes what was already scored on this feature set and not kept "
         "(area / (rooms + 1e-09)): compute something new")
-    new_under_old_name = scored.replace('(df["rooms"] + 1e-9)', 'df["built"]')
+    new_under_old_name = SCORED_PROGRAM.replace('(df["rooms"] + 1e-9)', 'df["built"]')
     assert kind.read(f"```python\n{new_under_old_name}```", ctx, root, journal).problem == ""
     on_chain = dataclasses.replace(root, parent_id="k1")
     assert kind.read(f"```python\n{renamed}```", ctx, on_chain, journal).problem == ""
@@ -498,12 +506,7 @@ def test_a_program_on_a_chain_begins_after_every_kept_statement_and_may_not_only
 def test_the_prompt_names_the_columns_no_program_has_read_yet() -> None:
     ctx = TaskContext(preview="price of a flat", target="price", task_type="regression",
                       metric="rmse", maximize=False, columns=COLUMNS)
-    scored = ('def add_features(df):\n'
-              '    df["area_per_room"] = df["area"] / (df["rooms"] + 1e-9)\n    return df\n')
-    ran = dataclasses.replace(
-        make_node("n1", None, operator=Operator.FEATURES, step=2),
-        code=f"FEATURE_PROGRAMS = [{scored!r}]\n",
-        gate=Gate("b", (-0.1,) * 4, False, "not kept", ("area_per_room",)).to_json())
+    ran = _scored_not_kept("n1", SCORED_PROGRAM)
     refused = dataclasses.replace(
         make_node("r1", None, operator=Operator.FEATURES, step=3, status=Status.BUGGY),
         error=f"{REJECTED} it reads the target column 'price'",

@@ -153,9 +153,7 @@ def _unread(journal: Journal, columns: Sequence[str]) -> str:
     computed again what was scored and not kept); told where to look, it has somewhere to go."""
     read: set[str] = set()
     for node in journal.nodes_of(Operator.FEATURES):
-        programs = feature_programs(node.code)
-        source = programs[-1] if programs else completed(program_source(node.reply))
-        read |= columns_read(source)
+        read |= columns_read(own_program(node) or completed(program_source(node.reply)))
     unread = [column for column in columns if column not in read]
     return f"# Columns no program has read yet: {', '.join(unread)}\n\n" \
         if unread and len(unread) < len(columns) else ""
@@ -174,11 +172,17 @@ def chain_columns(journal: Journal, parent_id: str | None) -> list[str]:
                               if not c.startswith("-")))
 
 
-def program_computations(node: Node) -> dict[str, str]:
-    """What a features node's own program computes (`operators.features.computations`):
-    the last of the chain its code applies."""
+def own_program(node: Node) -> str:
+    """A features node's own program: the last of the chain its code applies ("" for a node
+    whose code holds none, as a refused one's)."""
     programs = feature_programs(node.code)
-    return computations(programs[-1]) if programs else {}
+    return programs[-1] if programs else ""
+
+
+def program_computations(node: Node) -> dict[str, str]:
+    """What a features node's own program computes (`operators.features.computations`)."""
+    program = own_program(node)
+    return computations(program) if program else {}
 
 
 def not_kept_computations(journal: Journal, parent_id: str | None) -> set[str]:
