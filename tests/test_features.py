@@ -423,16 +423,18 @@ SCORED_PROGRAM = ('def add_features(df):\n'
                   '    df["area_per_room"] = df["area"] / (df["rooms"] + 1e-9)\n    return df\n')
 
 
-def _scored_not_kept(node_id: str, program: str) -> Node:
-    """A program on the columns as they are, scored and not kept (its code as the step
-    assembles it: the chain, here only itself)."""
+def _scored_not_kept(node_id: str, program: str, *, kept: bool = False) -> Node:
+    """A program on the columns as they are, scored and not kept (or kept) (its code as the
+    step assembles it: the chain, here only itself)."""
+    gain = 0.1 if kept else -0.1
     return dataclasses.replace(
         make_node(node_id, None, operator=Operator.FEATURES, step=2),
         code=f"FEATURE_PROGRAMS = [{program!r}]\n",
-        gate=Gate("b", (-0.1,) * 4, False, "not kept", ("area_per_room",)).to_json())
+        gate=Gate("b", (gain,) * 4, kept, "kept" if kept else "not kept",
+                  ("area_per_room",)).to_json())
 
 
-def test_a_program_computing_what_was_scored_and_not_kept_there_is_refused() -> None:
+def test_a_program_computing_what_was_scored_there_kept_or_not_is_refused() -> None:
     """Paired again and again, a computation passes the keep rule by chance sooner or later:
     one that was scored and not kept on a feature set is not run again on that set, under any
     name. A new computation under an old name runs; so does the old one on another set (its
@@ -447,7 +449,7 @@ def test_a_program_computing_what_was_scored_and_not_kept_there_is_refused() -> 
     renamed = ("def add_features(df):\n"
                "    df['room_area'] = df['area']/(df['rooms'] + 1e-9)\n    return df\n")
     assert kind.read(f"```python\n{renamed}```", ctx, root, journal).problem == (
-        f"{REJECTED} it computes what was already scored on this feature set and not kept "
+        f"{REJECTED} it computes what was already scored on this feature set "
         "(area / (rooms + 1e-09)): compute something new")
     new_under_old_name = SCORED_PROGRAM.replace('(df["rooms"] + 1e-9)', 'df["built"]')
     assert kind.read(f"```python\n{new_under_old_name}```", ctx, root, journal).problem == ""
@@ -458,6 +460,12 @@ def test_a_program_computing_what_was_scored_and_not_kept_there_is_refused() -> 
     # the prompt lists what it computed, not the name it gave it
     text = kind.prompt(ctx, root, journal).messages[-1]["content"]
     assert "- not kept: area / (rooms + 1e-09) (gain -0.1)\n" in text
+    # kept there is scored there too: a second program (written while the first was being
+    # scored) that computes it again is refused, not kept a second time
+    kept_there = Journal([make_node("b", operator=Operator.BASELINE),
+                          _scored_not_kept("k2", SCORED_PROGRAM, kept=True)])
+    assert kind.read(f"```python\n{renamed}```", ctx, root, kept_there).problem.startswith(
+        f"{REJECTED} it computes what was already scored on this feature set")
 
 
 def test_a_program_on_a_chain_begins_after_every_kept_statement_and_may_not_only_repeat_them(

@@ -185,18 +185,20 @@ def program_computations(node: Node) -> dict[str, str]:
     return computations(program) if program else {}
 
 
-def not_kept_computations(journal: Journal, parent_id: str | None) -> set[str]:
-    """What the programs proposed on `parent_id` computed and were scored and not kept for
-    there. A program that only computes them again, under any name, is refused on its text:
+def scored_computations(journal: Journal, parent_id: str | None) -> set[str]:
+    """What the programs proposed on `parent_id` computed and were scored for there, kept or
+    not. A program that only computes them again, under any name, is refused on its text:
     in README command 1 (`1bd9a76`) the model wrote two columns 7 times in 12 programs, each
     run and scored again but one (an identical duplicate), and a column paired again and
     again passes the keep rule sooner or later by chance (penguins' fold 1 in the eighth
-    measurement kept on its second pairing a pair of columns not kept on its first). Their
-    names alone say too little: the model names most of its columns alike (`strength_ratio`
-    for 8 different computations in one concrete run)."""
+    measurement kept on its second pairing a pair of columns not kept on its first). Kept
+    ones count too: in the tenth measurement penguins kept one ratio twice on one set, the
+    second written while the first was being scored. Names alone say too little: the model
+    names most of its columns alike (`strength_ratio` for 8 different computations in one
+    concrete run)."""
     return {value for node in journal.nodes_of(Operator.FEATURES)
-            if node.parent_id == parent_id and (gate := gate_of(node)) is not None
-            and not gate.kept for value in program_computations(node).values()}
+            if node.parent_id == parent_id and gate_of(node) is not None
+            for value in program_computations(node).values()}
 
 
 def chain_programs(journal: Journal, parent_id: str | None) -> list[str]:
@@ -249,7 +251,7 @@ class Features(FloorKind):
         columns in 6 of one run's 15 programs when the prompt named only the last program's),
         and those that do arithmetic on text, which would fail on the rows. A program left
         with nothing to add, whose rest names what a dropped statement made, or that only
-        computes what was already scored and not kept on its feature set is refused here,
+        computes what was already scored on its feature set (kept or not) is refused here,
         before it runs."""
         given = reply_start(journal, proposal.parent_id).removesuffix(NEXT_STATEMENT)
         if text.startswith(given):  # the kept statements written for it are not its program
@@ -278,12 +280,11 @@ class Features(FloorKind):
             return Parsed("", trimmed, f"{REJECTED} {problem}")
         added = sorted(assigned_columns(ast.parse(trimmed)))
         computed = computations(trimmed)
-        if computed and set(computed.values()) <= not_kept_computations(journal,
-                                                                         proposal.parent_id):
+        if computed and set(computed.values()) <= scored_computations(journal,
+                                                                       proposal.parent_id):
             done = "; ".join(in_words(v) for v in computed.values())
             return Parsed("", trimmed, f"{REJECTED} it computes what was already scored on "
-                                       f"this feature set and not kept ({done}): compute "
-                                       "something new")
+                                       f"this feature set ({done}): compute something new")
         return Parsed(f"feature program adding {', '.join(added) or 'columns'}", trimmed, "")
 
     def assembled(self, code: str, ctx: TaskContext, proposal: Proposal,
