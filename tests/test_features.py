@@ -423,9 +423,9 @@ SCORED_PROGRAM = ('def add_features(df):\n'
                   '    df["area_per_room"] = df["area"] / (df["rooms"] + 1e-9)\n    return df\n')
 
 
-def _scored_not_kept(node_id: str, program: str, *, kept: bool = False) -> Node:
-    """A program on the columns as they are, scored and not kept (or kept) (its code as the
-    step assembles it: the chain, here only itself)."""
+def _scored_program(node_id: str, program: str, *, kept: bool = False) -> Node:
+    """A program on the columns as they are, scored and not kept, or kept with `kept` (its
+    code as the step assembles it: the chain, here only itself)."""
     gain = 0.1 if kept else -0.1
     return dataclasses.replace(
         make_node(node_id, None, operator=Operator.FEATURES, step=2),
@@ -441,7 +441,7 @@ def test_a_program_computing_what_was_scored_there_kept_or_not_is_refused() -> N
     rows differ) and beside a new column."""
     ctx = TaskContext(preview="price of a flat", target="price", task_type="regression",
                       metric="rmse", maximize=False, columns=COLUMNS)
-    not_kept = _scored_not_kept("n1", SCORED_PROGRAM)
+    not_kept = _scored_program("n1", SCORED_PROGRAM)
     journal = Journal([make_node("b", operator=Operator.BASELINE),
                        _kept("k1", None, 1, "rooms_x_area"), not_kept])
     kind = kind_of(Operator.FEATURES)
@@ -463,7 +463,7 @@ def test_a_program_computing_what_was_scored_there_kept_or_not_is_refused() -> N
     # kept there is scored there too: a second program (written while the first was being
     # scored) that computes it again is refused, not kept a second time
     kept_there = Journal([make_node("b", operator=Operator.BASELINE),
-                          _scored_not_kept("k2", SCORED_PROGRAM, kept=True)])
+                          _scored_program("k2", SCORED_PROGRAM, kept=True)])
     assert kind.read(f"```python\n{renamed}```", ctx, root, kept_there).problem.startswith(
         f"{REJECTED} it computes what was already scored on this feature set")
 
@@ -514,7 +514,7 @@ def test_a_program_on_a_chain_begins_after_every_kept_statement_and_may_not_only
 def test_the_prompt_names_the_columns_no_program_has_read_yet() -> None:
     ctx = TaskContext(preview="price of a flat", target="price", task_type="regression",
                       metric="rmse", maximize=False, columns=COLUMNS)
-    ran = _scored_not_kept("n1", SCORED_PROGRAM)
+    ran = _scored_program("n1", SCORED_PROGRAM)
     refused = dataclasses.replace(
         make_node("r1", None, operator=Operator.FEATURES, step=3, status=Status.BUGGY),
         error=f"{REJECTED} it reads the target column 'price'",
