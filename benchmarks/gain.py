@@ -30,6 +30,9 @@ INTERVAL_RESAMPLES = 2000  # of the test rows, for an interval of one answer's g
 Interval = tuple[float, float]
 # The interval of the LLM arm's gain over the floor arm from their run folders (None: unknown).
 IntervalOf = Callable[[str, str], Interval | None]
+# One run of a task's method on one outer fold: its seed, run folder, test score and the
+# second it started (None: a row written before the column existed).
+Run = tuple[int, str, float, float | None]
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,9 @@ class Gain:
     differences: tuple[float, ...]  # per fold, signed so that above zero the LLM did better
     # per fold, the 95 % interval of its first seed's gain over the test rows (None: unknown)
     intervals: tuple[Interval | None, ...] = ()
+    # the most hours between the start of a floor run and of the LLM run paired with it (same
+    # fold and seed); None when the rows do not say when they started
+    hours_apart: float | None = None
 
     @property
     def mean(self) -> float:
@@ -75,12 +81,13 @@ def llm_gains(rows: pd.DataFrame, maximize: dict[str, bool],
               interval: IntervalOf | None = None) -> list[Gain]:
     """Per task and search method, its gain over the floor arm on the outer folds both ran;
     `interval(floor_run_dir, llm_run_dir)` gives each fold's interval over its test rows."""
-    # task -> method -> fold -> its runs as (seed, run folder, test score)
-    runs: dict[str, dict[str, dict[int, list[tuple[int, str, float]]]]] = {}
+    runs: dict[str, dict[str, dict[int, list[Run]]]] = {}  # task -> method -> fold -> runs
     for row in rows[rows.kind == "policy"].to_dict("records"):
+        started = row.get("started_at")
         runs.setdefault(str(row["task"]), {}).setdefault(str(row["method"]), {}).setdefault(
             whole(row.get("fold")), []).append(
-                (whole(row.get("seed")), str(row["run_dir"]), float(row["test"])))
+                (whole(row.get("seed")), str(row["run_dir"]), float(row["test"]),
+                 None if started is None or pd.isna(started) else float(started)))
     gains = []
     for task, methods in runs.items():
         floor = methods.get(FLOOR, {})
@@ -94,20 +101,32 @@ def llm_gains(rows: pd.DataFrame, maximize: dict[str, bool],
             gains.append(Gain(
                 task, method, mean(with_llm), mean(without),
                 tuple(sign * (a - b) for a, b in zip(with_llm, without, strict=True)),
-                tuple(_first_pair_interval(floor[f], llm[f], interval) for f in folds)))
+                tuple(_first_pair_interval(floor[f], llm[f], interval) for f in folds),
+                _hours_apart([p for f in folds for p in _seed_pairs(floor[f], llm[f])])))
     return gains
 
 
-def _first_pair_interval(floor: list[tuple[int, str, float]], llm: list[tuple[int, str, float]],
+def _seed_pairs(floor: list[Run], llm: list[Run]) -> list[tuple[Run, Run]]:
+    """The floor run and the LLM run of each seed both arms ran on one fold, lowest seed first."""
+    by_seed = {run[0]: run for run in floor}
+    return [(by_seed[run[0]], run) for run in sorted(llm) if run[0] in by_seed]
+
+
+def _first_pair_interval(floor: list[Run], llm: list[Run],
                          interval: IntervalOf | None) -> Interval | None:
     """The interval of the lowest seed both arms ran on this fold."""
-    if interval is None:
+    pairs = _seed_pairs(floor, llm)
+    return interval(pairs[0][0][1], pairs[0][1][1]) if interval and pairs else None
+
+
+def _hours_apart(pairs: list[tuple[Run, Run]]) -> float | None:
+    """The most hours between the starts of paired runs; None when any start is unknown. A
+    machine's pace changes from day to day: the same floor run of credit-g made 505 nodes on
+    2026-11-29 and 267 on 2026-12-01, so only pairs run close together compare the LLM alone."""
+    starts = [(a[3], b[3]) for a, b in pairs]
+    if not starts or any(a is None or b is None for a, b in starts):
         return None
-    seeds = {seed: run for seed, run, _ in floor}
-    for seed, run, _ in sorted(llm):
-        if seed in seeds:
-            return interval(seeds[seed], run)
-    return None
+    return max(abs(b - a) for a, b in starts if a is not None and b is not None) / 3600
 
 
 def run_interval(floor_run: str, llm_run: str) -> Interval | None:

@@ -301,6 +301,9 @@ def render(rows: pd.DataFrame, failed: pd.DataFrame, figures: dict[str, str],
     return "\n".join(lines) + "\n"
 
 
+# Paired runs that started further apart than this may have run at another pace (`gain.Gain`).
+PAIRED_HOURS = 1.0
+
 PROGRAM_COLUMNS = ("programs_proposed", "programs_rejected", "programs_failed",
                    "programs_scored", "programs_kept")
 
@@ -336,11 +339,20 @@ def gain_section(rows: pd.DataFrame, res: Results) -> list[str]:
                      _fmt(gain.without),
                      f"{gain.mean:+.4g} ± {gain.spread:.2g} ({len(gain.differences)})",
                      intervals, gain.verdict, counts,
-                     _fmt(float(seconds.median())) if len(seconds) else "n/a", uses])
+                     _fmt(float(seconds.median())) if len(seconds) else "n/a", uses,
+                     "n/a" if gain.hours_apart is None else f"{gain.hours_apart:.1f}"])
     lines += _table(["task", "metric", "method", "with LLM", FLOOR, "LLM − floor",
                      "95 % interval over test rows (per fold)", "verdict", "programs",
-                     "median LLM s per program", "answer uses a kept program (runs)"], body)
+                     "median LLM s per program", "answer uses a kept program (runs)",
+                     "hours between paired runs (most)"], body)
     lines.append("")
+    apart = [g for g in gains if g.hours_apart is not None and g.hours_apart > PAIRED_HOURS]
+    if apart:
+        lines.append(f"- **Paired runs started up to {max(g.hours_apart or 0 for g in apart):.0f}"
+                     f" hours apart** ({', '.join(dict.fromkeys(g.task for g in apart))}): a "
+                     "machine's pace changes from day to day, so these differences may be the "
+                     "day's and not the LLM's. One `benchmarks.run --floor-arm` call runs each "
+                     "floor run right after the LLM run it is paired with.")
     for method in dict.fromkeys(g.method for g in gains):
         verdicts = [g.verdict for g in gains if g.method == method]
         unknown = verdicts.count("one fold")

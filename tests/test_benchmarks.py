@@ -228,6 +228,25 @@ def test_report_shows_the_llm_gain_table(tmp_path: Path) -> None:
         "1 one fold and no interval tell nothing." in text
 
 
+def test_the_report_says_when_paired_runs_started_far_apart(tmp_path: Path) -> None:
+    rows = _gain_rows(tmp_path)
+    for row in rows:  # cls's floor arm ran two days after its LLM arm, fold 1 seed 1 alone
+        if row["task"] == "cls" and row["method"] == FLOOR:
+            row["started_at"] = 48 * 3600.0 if (row["fold"], row["seed"]) == (1, 1) else 600.0
+    gains = {g.task: g for g in gain.llm_gains(pd.DataFrame(rows), {"reg": False, "cls": True})}
+    assert gains["reg"].hours_apart == 0.0
+    assert gains["cls"].hours_apart == pytest.approx(48.0)
+    save_results(tmp_path / "results.parquet", pd.DataFrame(rows))
+    text = report.write_report(tmp_path / "results.parquet", tmp_path / "report.md").read_text()
+    assert "| 4.5 | 1 of 4 | 0.0 |" in text and "| 48.0 |" in text
+    assert "- **Paired runs started up to 48 hours apart** (cls): " in text
+    rows[0]["started_at"] = None  # a row written before the column existed: unknown
+    assert gain.llm_gains(pd.DataFrame(rows), {"reg": False, "cls": True})[0].hours_apart is None
+    save_results(tmp_path / "results.parquet", pd.DataFrame(_gain_rows(tmp_path)))
+    text = report.write_report(tmp_path / "results.parquet", tmp_path / "report.md").read_text()
+    assert "hours apart" not in text
+
+
 def test_no_floor_arm_no_gain_table(tmp_path: Path) -> None:
     rows = [r for r in _gain_rows(tmp_path) if r["method"] != FLOOR]
     save_results(tmp_path / "results.parquet", pd.DataFrame(rows))
