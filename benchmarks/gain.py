@@ -123,10 +123,8 @@ def _hours_apart(pairs: list[tuple[Run, Run]]) -> float | None:
     """The most hours between the starts of paired runs; None when any start is unknown. A
     machine's pace changes from day to day: the same floor run of credit-g made 505 nodes on
     2026-11-29 and 267 on 2026-12-01, so only pairs run close together compare the LLM alone."""
-    starts = [(a[3], b[3]) for a, b in pairs]
-    if not starts or any(a is None or b is None for a, b in starts):
-        return None
-    return max(abs(b - a) for a, b in starts if a is not None and b is not None) / 3600
+    gaps = [abs(b[3] - a[3]) for a, b in pairs if a[3] is not None and b[3] is not None]
+    return max(gaps) / 3600 if gaps and len(gaps) == len(pairs) else None
 
 
 def run_interval(floor_run: str, llm_run: str) -> Interval | None:
