@@ -13,12 +13,23 @@ from engine.task.prepare import PreparedTask
 from operators.analyst import analysis_findings, next_analysis
 from operators.context import TaskContext
 from search.journal import Journal
-from search.node import Node, Status
+from search.node import Node, Operator, Status
 from search.policy import Proposal
 
 # Nodes whose predictions stay in memory: ensemble selection chooses among the 20 best.
 KEPT_IN_MEMORY = 50
 ALL_FOLDS = -1  # a run of engine-written code that fits every fold in one process
+
+
+@dataclass(frozen=True)
+class Running:
+    """Code queued or running: the node that will record it, its operator and parent (what a
+    reply written meanwhile on the same parent is compared with) and the code itself."""
+
+    node_id: str
+    operator: Operator
+    parent_id: str | None
+    code: str
 
 
 @dataclass
@@ -40,7 +51,7 @@ class SearchContext:
     # A reply repeating code already in the Journal or running is not run again (seed 002);
     # a replay benchmark, measuring each sample as it runs, turns this off.
     skip_duplicates: bool = True
-    running: dict[str, str] = field(default_factory=dict)  # code hash -> node id
+    running: dict[str, Running] = field(default_factory=dict)  # code hash -> what runs it
     requests: int = 0  # first prompts built so far: part of each one's sampling seed
     folds: Folds | None = None  # the run's folds (engine/evaluation/folds.py); None: the holdout
     # What every scored node predicted (held-out and test): ensemble selection's material.

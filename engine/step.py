@@ -38,7 +38,7 @@ from engine.evaluation.scoring import (
     score_held_out,
     score_train,
 )
-from engine.search_context import ALL_FOLDS, SearchContext
+from engine.search_context import ALL_FOLDS, Running, SearchContext
 from operators.features import added_columns
 from operators.fitted import fold_states
 from operators.flags import implementation_flags
@@ -212,7 +212,8 @@ class Step:
         self.run_code = run_code
         self.queued_at = self._clock()
         self._to_run = folds
-        self.search.running[code_hash(self.code)] = self.node_id
+        self.search.running[code_hash(self.code)] = Running(
+            self.node_id, self.operator, self.proposal.parent_id, self.code)
 
     # ---- answers ---------------------------------------------------------------------------
 
@@ -249,13 +250,23 @@ class Step:
         if not self.kind.executes:  # the reply is the result (ideas): nothing runs
             self._finish(Status.OK)
             return
+        search = self.search
         digest = code_hash(self.code)
-        twin = self.search.journal.find_code(digest) or self.search.running.get(digest)
-        if twin is not None and self.search.skip_duplicates:
+        running = search.running.get(digest)
+        twin = search.journal.find_code(digest) or (running.node_id if running else None)
+        if twin is not None and search.skip_duplicates:
             self.duplicate = True
             self.code = ""  # not run, so nothing to debug: the twin holds the code
             self._finish(Status.BUGGY,
                          error=f"duplicate of node {twin}: identical code, not run again")
+            return
+        siblings = [r.code for r in search.running.values()
+                    if r.operator is self.operator and r.parent_id == self.proposal.parent_id]
+        repeated = (self.kind.repeats(self.code, siblings)
+                    if siblings and search.skip_duplicates else "")
+        if repeated:
+            self.code = parsed.code  # as a refusal on its text records it
+            self._finish(Status.BUGGY, error=repeated)
             return
         if written.all_folds_code:
             self._queue(written.all_folds_code, (ALL_FOLDS,))

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from common.chat import Reply
-from engine.search_context import SearchContext
+from engine.search_context import Running, SearchContext
 from engine.step import (
     DEADLINE_ERROR,
     Done,
@@ -29,7 +29,7 @@ from sandbox import ExecResult
 from search.journal import Journal
 from search.node import Node, Operator, Status, code_hash
 from search.policy import Proposal
-from search.programs import REJECTED
+from search.programs import REJECTED, Gate
 from tests.helpers import make_data, make_node
 
 GOOD = ("A ridge model.\n```python\nfrom sklearn.linear_model import Ridge\n\n\n"
@@ -85,7 +85,8 @@ def test_a_draft_asks_repairs_once_runs_and_is_scored(task: PreparedTask) -> Non
     run = step.next()
     assert isinstance(run, Execute) and run.seconds == 300.0 and "def fit_predict" in run.code
     assert run.folds == (0,)  # the holdout: one fold
-    assert search.running == {code_hash(run.code): step.node_id}
+    assert search.running == {code_hash(run.code): Running(step.node_id, Operator.DRAFT, None,
+                                                            run.code)}
     step.on_started(0, 300.0)
     step.on_result(0, ran(task, [float(task.valid_y.mean())]), executor="exec-0",
                    node_ip="1.2.3.4")
@@ -123,6 +124,46 @@ def test_a_refused_feature_program_ends_without_a_second_call(task: PreparedTask
     assert isinstance(done, Done) and done.node.status is Status.BUGGY, done
     assert done.node.error.startswith(REJECTED) and "target" in done.node.error
     assert not step.repaired and done.node.llm_seconds == 0.5  # one call
+
+
+def _program(*statements: str) -> Reply:
+    body = "".join(f"    {line}\n" for line in statements)
+    return reply(f"```python\ndef add_features(df):\n{body}    return df\n```")
+
+
+def test_a_feature_program_repeating_one_being_scored_on_its_set_is_refused(
+        task: PreparedTask) -> None:
+    """The refusal of what was scored on a feature set holds for a reply that arrives while
+    the first copy is still being scored: under any name it is not run a second time; a new
+    computation runs, and so does the same one on another set."""
+    bc = 'def add_features(df):\n    df["bc"] = df["b"] * df["c"]\n    return df\n'
+    kept = replace(make_node("k", operator=Operator.FEATURES),
+                   code=f"FEATURE_PROGRAMS = [{bc!r}]\n",
+                   gate=Gate("b", (0.1,) * 4, True, "kept", ("bc",)).to_json())
+    search = context(task, Journal([kept]))
+    search.ctx = replace(search.ctx, columns=("a", "b", "c"))
+
+    def answered(parent: str | None, program: Reply) -> Step:
+        step = Step(Proposal(Operator.FEATURES, parent, 0.7, family="lgbm"), search)
+        step.next()
+        step.on_reply(program)
+        return step
+
+    first = answered(None, _program('df["ab"] = df["a"] * df["b"]'))
+    assert isinstance(first.next(), Execute)
+    again = answered(None, _program('df["a_times_b"] = df["a"] * df["b"]'))
+    done = again.next()
+    assert isinstance(done, Done) and done.node.status is Status.BUGGY
+    assert done.node.error == (f"{REJECTED} it computes what a program now being scored on "
+                               "this feature set computes (a * b): compute something new")
+    assert "a_times_b" in done.node.code and done.node.llm_seconds == 0.5  # one call
+    assert isinstance(answered(None, _program('df["ac"] = df["a"] * df["c"]')).next(), Execute)
+    assert isinstance(answered("k", _program('df["ab"] = df["a"] * df["b"]')).next(), Execute)
+    first.on_started(-1, 300.0)  # a feature program runs every fold in one process
+    first.on_result(-1, ran(task, None, "buggy"))
+    assert isinstance(first.next(), Done)
+    # once the first copy is over it is no longer running: the journal's rule takes over
+    assert isinstance(answered(None, _program('df["ab2"] = df["a"] * df["b"]')).next(), Execute)
 
 
 TREES = ("from sklearn.ensemble import ExtraTreesRegressor\n\n"

@@ -10,6 +10,7 @@ an operator (is it engine-written, a draft, scored...) sits beside the enum, in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -65,6 +66,12 @@ class OperatorKind:
         """The node's code from the code a reply gave (read and checked): as it is, run fold
         by fold, unless the engine writes the script around it (`plan` is the reply's)."""
         return EngineCode("", code)
+
+    def repeats(self, code: str, siblings: Sequence[str]) -> str:
+        """Why a node's code only repeats in part what its siblings now queued or running do
+        (the same operator on the same parent), so it is not run; "" to run it. Identical
+        code is found for every kind by its hash."""
+        return ""
 
     def engine_code(self, ctx: TaskContext, proposal: Proposal, journal: Journal) -> EngineCode:
         raise ValueError(f"operator {self.operator} is not engine-written")

@@ -39,7 +39,7 @@ from operators.kinds._base import EngineCode, FloorKind, register
 from operators.models import model_code
 from operators.replies import Parsed, one_line
 from search.journal import Journal
-from search.node import Node, Operator, Status
+from search.node import Operator, Status
 from search.policy import Proposal
 from search.programs import REJECTED, gate_of
 
@@ -111,7 +111,7 @@ def _tried(journal: Journal) -> str:
     for node in sorted(programs, key=lambda n: n.step):
         gate = gate_of(node)
         if gate is not None:
-            computed = program_computations(node)
+            computed = program_computations(node.code)
             if gate.kept or not computed:
                 line = (f"{'kept' if gate.kept else 'not kept'}: added "
                         f"{', '.join(gate.added) or '?'}")
@@ -153,7 +153,7 @@ def _unread(journal: Journal, columns: Sequence[str]) -> str:
     computed again what was scored and not kept); told where to look, it has somewhere to go."""
     read: set[str] = set()
     for node in journal.nodes_of(Operator.FEATURES):
-        read |= columns_read(own_program(node) or completed(program_source(node.reply)))
+        read |= columns_read(own_program(node.code) or completed(program_source(node.reply)))
     unread = [column for column in columns if column not in read]
     return f"# Columns no program has read yet: {', '.join(unread)}\n\n" \
         if unread and len(unread) < len(columns) else ""
@@ -172,16 +172,16 @@ def chain_columns(journal: Journal, parent_id: str | None) -> list[str]:
                               if not c.startswith("-")))
 
 
-def own_program(node: Node) -> str:
-    """A features node's own program: the last of the chain its code applies ("" for a node
-    whose code holds none, as a refused one's)."""
-    programs = feature_programs(node.code)
+def own_program(code: str) -> str:
+    """A features node's own program, from its code: the last of the chain the code applies
+    ("" for code that holds none, as a refused node's)."""
+    programs = feature_programs(code)
     return programs[-1] if programs else ""
 
 
-def program_computations(node: Node) -> dict[str, str]:
+def program_computations(code: str) -> dict[str, str]:
     """What a features node's own program computes (`operators.features.computations`)."""
-    program = own_program(node)
+    program = own_program(code)
     return computations(program) if program else {}
 
 
@@ -198,7 +198,7 @@ def scored_computations(journal: Journal, parent_id: str | None) -> set[str]:
     concrete run)."""
     return {value for node in journal.nodes_of(Operator.FEATURES)
             if node.parent_id == parent_id and gate_of(node) is not None
-            for value in program_computations(node).values()}
+            for value in program_computations(node.code).values()}
 
 
 def chain_programs(journal: Journal, parent_id: str | None) -> list[str]:
@@ -286,6 +286,20 @@ class Features(FloorKind):
             return Parsed("", trimmed, f"{REJECTED} it computes what was already scored on "
                                        f"this feature set ({done}): compute something new")
         return Parsed(f"feature program adding {', '.join(added) or 'columns'}", trimmed, "")
+
+    def repeats(self, code: str, siblings: Sequence[str]) -> str:
+        """A program computing only what programs now being scored on its feature set compute:
+        the scored-there rule of `read` for a reply that arrives while the first copy is still
+        being scored (in the tenth measurement penguins kept one ratio twice on one set, the
+        second written while the first was being scored)."""
+        computed = set(program_computations(code).values())
+        running = {value for sibling in siblings
+                   for value in program_computations(sibling).values()}
+        if not computed or not computed <= running:
+            return ""
+        done = "; ".join(in_words(v) for v in sorted(computed))
+        return (f"{REJECTED} it computes what a program now being scored on this feature set "
+                f"computes ({done}): compute something new")
 
     def assembled(self, code: str, ctx: TaskContext, proposal: Proposal,
                   journal: Journal) -> EngineCode:
