@@ -323,7 +323,8 @@ def gain_section(rows: pd.DataFrame, res: Results) -> list[str]:
              "decides instead (each fold's first seed; n/a without the run folders): a tie when "
              "it holds zero. It knows the test rows' noise, not the search's. Programs: the "
              "LLM's feature programs over all runs, proposed / refused by the checks / failed / "
-             "scored / kept.", ""]
+             "scored / kept. A program not kept is still a scored model that ensemble "
+             "selection may pick: the answer's weight on such programs is given apart.", ""]
     body = []
     for gain in gains:
         runs = rows[(rows.task == gain.task) & (rows.method == gain.method)]
@@ -333,17 +334,21 @@ def gain_section(rows: pd.DataFrame, res: Results) -> list[str]:
                    if "program_llm_seconds" in runs else pd.Series(dtype=float))
         uses = (f"{int(runs.answer_uses_program.fillna(False).astype(bool).sum())} of {len(runs)}"
                 if "answer_uses_program" in runs else "n/a")
+        shares = runs.answer_unkept_share.dropna().astype(float) \
+            if "answer_unkept_share" in runs else pd.Series(dtype=float)
+        unkept = f"{shares.mean():.0%} ({len(shares)})" if len(shares) else "n/a"
         intervals = "; ".join("n/a" if i is None else f"[{i[0]:+.3g}, {i[1]:+.3g}]"
                               for i in gain.intervals)
         body.append([gain.task, res.metric[gain.task], gain.method, _fmt(gain.with_llm),
                      _fmt(gain.without),
                      f"{gain.mean:+.4g} ± {gain.spread:.2g} ({len(gain.differences)})",
                      intervals, gain.verdict, counts,
-                     _fmt(float(seconds.median())) if len(seconds) else "n/a", uses,
+                     _fmt(float(seconds.median())) if len(seconds) else "n/a", uses, unkept,
                      "n/a" if gain.hours_apart is None else f"{gain.hours_apart:.1f}"])
     lines += _table(["task", "metric", "method", "with LLM", FLOOR, "LLM − floor",
                      "95 % interval over test rows (per fold)", "verdict", "programs",
                      "median LLM s per program", "answer uses a kept program (runs)",
+                     "answer's weight on programs not kept (mean, runs)",
                      "hours between paired runs (most)"], body)
     lines.append("")
     apart = [g for g in gains if g.hours_apart is not None and g.hours_apart > PAIRED_HOURS]

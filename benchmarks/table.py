@@ -13,7 +13,8 @@ import pandas as pd
 from common.errors import UserError
 from engine.records.runs import open_run
 from fileio import replacing
-from search.programs import kept_programs_used, program_counts
+from operators.kinds.ensemble import member_weights
+from search.programs import answer_programs, program_counts
 
 RESULTS = "results.parquet"
 COLUMNS = (
@@ -22,6 +23,7 @@ COLUMNS = (
     "completion_tokens", "seconds", "budget", "cores", "best_operator", "run_dir", "data_hash",
     "started_at", "finished_at", "programs_proposed", "programs_rejected", "programs_failed",
     "programs_scored", "programs_kept", "program_llm_seconds", "answer_uses_program",
+    "answer_unkept_share",
 )
 # What one OUT holds one of (a row without them was written before they were recorded: sela,
 # the engine's own split).
@@ -37,6 +39,7 @@ def measure_run(run_dir: Path) -> dict[str, Any]:
     started = float(manifest.get("starts", [{}])[0].get("at", 0.0))
     programs = program_counts(journal)
     answer = journal.final()
+    used = answer_programs(journal, member_weights(answer)) if answer is not None else None
     return {
         "metric": manifest.get("metric"), "valid": result.get("best_valid"),
         "test": result.get("best_test"), "nodes": len(rows),
@@ -50,7 +53,8 @@ def measure_run(run_dir: Path) -> dict[str, Any]:
         "programs_proposed": programs.proposed, "programs_rejected": programs.rejected,
         "programs_failed": programs.failed, "programs_scored": programs.scored,
         "programs_kept": programs.kept, "program_llm_seconds": programs.median_llm_seconds,
-        "answer_uses_program": answer is not None and bool(kept_programs_used(journal, answer)),
+        "answer_uses_program": bool(used and used.kept),
+        "answer_unkept_share": used.not_kept_share if used else None,
     }
 
 

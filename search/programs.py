@@ -19,7 +19,6 @@ from dataclasses import asdict, dataclass
 
 from search.journal import Journal
 from search.node import Node, Operator, Status
-from search.policy import Proposal
 
 InFlight = Mapping[tuple[Operator, str | None], int]  # search.policy.InFlightKey -> count
 
@@ -208,9 +207,28 @@ def program_counts(nodes: Iterable[Node]) -> ProgramCounts:
         llm_seconds=tuple(n.llm_seconds for n in programs))
 
 
-def kept_programs_used(journal: Journal, node: Node) -> list[str]:
-    """The kept feature programs `node` trains on: its feature set when that is kept; an
-    ensemble's, those of its members (its hint lists them), in order, each once."""
-    ids = Proposal.of(node).members if node.operator.traits.combines else (node.node_id,)
-    used = [journal.get(i).feature_set for i in ids if i in journal]
-    return [s for s in dict.fromkeys(used) if s in journal and is_kept(journal.get(s))]
+@dataclass(frozen=True)
+class AnswerPrograms:
+    """The feature programs an answer's predictions come from. `kept`: the kept programs its
+    members train on (each member's feature set), in order, each once. `not_kept`: members
+    that are themselves a program's node that was not kept (ensemble selection may pick one
+    as it may any scored model: 9 of 12 LLM answers of issue 42's eleventh measurement did),
+    with `not_kept_share` their part of the weight."""
+
+    kept: tuple[str, ...]
+    not_kept: tuple[str, ...]
+    not_kept_share: float
+
+
+def answer_programs(journal: Journal, weights: Mapping[str, int]) -> AnswerPrograms:
+    """What `weights` (an answer's members and their weights:
+    `operators.kinds.ensemble.member_weights`) hold of feature programs."""
+    members = [journal.get(i) for i in weights if i in journal]
+    kept = [m.feature_set for m in members]
+    not_kept = [m.node_id for m in members
+                if m.operator is Operator.FEATURES and gate_of(m) is not None
+                and not is_kept(m)]
+    total = sum(weights.values())
+    return AnswerPrograms(
+        tuple(s for s in dict.fromkeys(kept) if s in journal and is_kept(journal.get(s))),
+        tuple(not_kept), sum(weights[i] for i in not_kept) / total if total else 0.0)

@@ -161,7 +161,8 @@ def _gain_rows(tmp_path: Path) -> list[dict[str, object]]:
                              "programs_failed": 0, "programs_scored": 2 if greedy else 0,
                              "programs_kept": 1 if greedy and fold == 0 else 0,
                              "program_llm_seconds": 4.0 + seed if greedy else None,
-                             "answer_uses_program": greedy and fold == 0 and seed == 0})
+                             "answer_uses_program": greedy and fold == 0 and seed == 0,
+                             "answer_unkept_share": 0.1 * (fold + seed) if greedy else None})
     return rows
 
 
@@ -215,9 +216,10 @@ def test_report_shows_the_llm_gain_table(tmp_path: Path) -> None:
     text = report.write_report(tmp_path / "results.parquet", tmp_path / "report.md").read_text()
     assert "## LLM gain: the same search with and without the LLM" in text
     # reg: 4 runs of greedy, each 3 proposed / 1 refused / 0 failed / 2 scored, kept on fold 0;
-    # median of the runs' medians 4 and 5; the answer used a kept program in 1 run.
+    # median of the runs' medians 4 and 5; the answer used a kept program in 1 run, and
+    # gave programs not kept 0, 10, 10 and 20 % of its weight.
     assert ("| reg | rmse | greedy | 4.5 | 5.5 | +1 ± 0 (2) | n/a; n/a | won | 12 / 4 / 0 / 8 / 2 "
-            "| 4.5 | 1 of 4 |") in text  # the run folders are gone: no interval over test rows
+            "| 4.5 | 1 of 4 | 10% (4) |") in text  # the run folders are gone: no interval
     assert "| cls | f1 | greedy | 0.8 | 0.79 | +0.01 ± 0.16 (2) | n/a; n/a | tied |" in text
     assert "- with the LLM, greedy won on 1 of 2 tasks, lost on 0 and tied on 1" in text
     one_fold = [r for r in _gain_rows(tmp_path) if r["fold"] == 0 and r["task"] == "reg"]
@@ -238,7 +240,7 @@ def test_the_report_says_when_paired_runs_started_far_apart(tmp_path: Path) -> N
     assert gains["cls"].hours_apart == pytest.approx(48.0)
     save_results(tmp_path / "results.parquet", pd.DataFrame(rows))
     text = report.write_report(tmp_path / "results.parquet", tmp_path / "report.md").read_text()
-    assert "| 4.5 | 1 of 4 | 0.0 |" in text and "| 48.0 |" in text
+    assert "| 4.5 | 1 of 4 | 10% (4) | 0.0 |" in text and "| 48.0 |" in text
     assert "- **Paired runs started up to 48 hours apart** (cls): " in text
     rows[0]["started_at"] = None  # a row written before the column existed: unknown
     assert gain.llm_gains(pd.DataFrame(rows), {"reg": False, "cls": True})[0].hours_apart is None
@@ -561,6 +563,7 @@ def test_the_floor_arm_is_a_search_without_any_llm(tmp_path: Path,
     assert row["test"] is not None and row["prompt_tokens"] == row["completion_tokens"] == 0
     assert row["programs_proposed"] == row["programs_kept"] == 0
     assert not row["answer_uses_program"] and row["program_llm_seconds"] is None
+    assert row["answer_unkept_share"] == 0.0
     run = Path(row["run_dir"])
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["model"] == "none" and manifest["config"]["llm"] == "none"

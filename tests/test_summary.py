@@ -103,15 +103,28 @@ def test_the_log_tells_once_when_the_llm_was_asked_for_no_more(task: PreparedTas
         "more; its CPUs run the floor's trials from now on"]
 
 
-def test_an_ensemble_uses_its_members_programs(tmp_path: Path, task: PreparedTask) -> None:
+def test_an_ensemble_uses_its_weighted_members_programs_kept_or_not(
+        tmp_path: Path, task: PreparedTask) -> None:
+    """An ensemble's programs are those of the members it weights (its plan), not of every
+    candidate (its hint); a program's own node that was not kept, picked by ensemble
+    selection like any scored model, is named with its share of the weight."""
     journal = journal_with_programs(answer_on_kept=False)
-    member = tuned("t2", "f1", 0.88)
-    blend = dataclasses.replace(make_node("e1", operator=Operator.ENSEMBLE, metric=0.95),
-                                hint="t1,t2")
-    journal.add(member)
-    journal.add(blend)
+    on_kept, unkept = "0000000000b2", "0000000000c3"
+    journal.add(tuned(on_kept, "f1", 0.88))
+    journal.add(program(unkept, NOT_KEPT, metric=0.86))
+
+    def blend(node_id: str, candidates: str, plan: str) -> Node:
+        return dataclasses.replace(make_node(node_id, operator=Operator.ENSEMBLE, metric=0.95),
+                                   hint=candidates, plan=f"ensemble selection over 3 nodes: {plan}")
+
+    journal.add(blend("e1", f"t1,{on_kept},{unkept}", f"{on_kept} x3, {unkept} x1"))
     journal.choose("e1")
-    assert "- the answer (e1, ensemble) uses kept program f1" in summary(tmp_path, task, journal)
+    assert ("- the answer (e1, ensemble) uses kept program f1; 25% of its weight is on programs "
+            f"that were not kept ({unkept})") in summary(tmp_path, task, journal)
+    journal.add(blend("e2", f"t1,{on_kept},{unkept}", f"{unkept} x2"))
+    journal.choose("e2")
+    assert ("- the answer (e2, ensemble) uses no kept program; 100% of its weight is on "
+            f"programs that were not kept ({unkept})") in summary(tmp_path, task, journal)
 
 
 def test_no_programs_no_section_and_the_llm_line(tmp_path: Path, task: PreparedTask) -> None:

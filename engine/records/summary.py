@@ -18,10 +18,11 @@ from engine.task.prepare import PreparedTask
 from operators.analyst import analysis_findings
 from operators.flags import READS_OUTSIDE_INPUT, outside_reads
 from operators.harness import model_part
+from operators.kinds.ensemble import member_weights
 from operators.retrieval import as_stored, replaced_model
 from search.journal import Journal
 from search.node import Node, Operator
-from search.programs import gate_of, kept_programs, kept_programs_used, program_counts
+from search.programs import answer_programs, gate_of, kept_programs, program_counts
 
 # Rows of the best path shown before eliding the middle: the summary must stay one screen even
 # after a long chain of improvements.
@@ -245,10 +246,14 @@ def programs_section(journal: Journal, facts: Mapping[str, Any]) -> list[str]:
                      "the floor's trials from then on")
     answer = journal.final()
     if answer is not None:
-        used = kept_programs_used(journal, answer)
-        lines.append(f"- the answer ({answer.node_id}, {answer.operator.value}) "
-                     + (f"uses kept program {', '.join(used)}" if used
-                        else "uses no kept program"))
+        used = answer_programs(journal, member_weights(answer))
+        line = (f"- the answer ({answer.node_id}, {answer.operator.value}) "
+                + (f"uses kept program {', '.join(used.kept)}" if used.kept
+                   else "uses no kept program"))
+        if used.not_kept:  # ensemble selection picked a program's own node, not kept
+            line += (f"; {used.not_kept_share:.0%} of its weight is on programs that were "
+                     f"not kept ({', '.join(used.not_kept)})")
+        lines.append(line)
     gates = [(node, gate) for node in kept_programs(journal)
              if (gate := gate_of(node)) is not None]
     if gates:

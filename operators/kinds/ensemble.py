@@ -147,6 +147,14 @@ def weighted_members(node: Node) -> list[str]:
     return [match.group(1) for match in _WEIGHTED.finditer(node.plan)]
 
 
+def member_weights(node: Node) -> dict[str, int]:
+    """What a node's predictions are made of: an ensemble's members with their weights (its
+    plan), best first; any other node is all its own."""
+    if not node.operator.traits.combines:
+        return {node.node_id: 1}
+    return {match.group(1): int(match.group(2)) for match in _WEIGHTED.finditer(node.plan)}
+
+
 def ensemble_cost(members: list[Node]) -> Measurements:
     """An ensemble's cost: its members' together (None when one of them was not measured)."""
     def total(values: list[float | None]) -> float | None:
