@@ -68,9 +68,10 @@ class OperatorKind:
         return EngineCode("", code)
 
     def repeats(self, code: str, siblings: Sequence[str]) -> str:
-        """Why a node's code only repeats in part what its siblings now queued or running do
-        (the same operator on the same parent), so it is not run; "" to run it. Identical
-        code is found for every kind by its hash."""
+        """Why a node's code does nothing that its siblings' code (the same operator on the
+        same parent, queued or running now) does not already do, in substance if not byte for
+        byte, so it is not run; "" to run it. Identical code is found for every kind by its
+        hash, before this."""
         return ""
 
     def engine_code(self, ctx: TaskContext, proposal: Proposal, journal: Journal) -> EngineCode:
