@@ -141,18 +141,22 @@ def ensemble_written(ctx: TaskContext, members: list[Node], weights: Mapping[str
                                           [weights[n.node_id] for n in members]))
 
 
+def _plan_weights(node: Node) -> dict[str, int]:
+    """The members and weights a node's plan names, best weight first (none but an
+    ensemble's)."""
+    return {match.group(1): int(match.group(2)) for match in _WEIGHTED.finditer(node.plan)}
+
+
 def weighted_members(node: Node) -> list[str]:
     """The ids of the members an ensemble node's code runs (its plan names them with their
     weights), best weight first."""
-    return [match.group(1) for match in _WEIGHTED.finditer(node.plan)]
+    return list(_plan_weights(node))
 
 
 def member_weights(node: Node) -> dict[str, int]:
     """What a node's predictions are made of: an ensemble's members with their weights (its
     plan), best first; any other node is all its own."""
-    if not node.operator.traits.combines:
-        return {node.node_id: 1}
-    return {match.group(1): int(match.group(2)) for match in _WEIGHTED.finditer(node.plan)}
+    return _plan_weights(node) if node.operator.traits.combines else {node.node_id: 1}
 
 
 def ensemble_cost(members: list[Node]) -> Measurements:
