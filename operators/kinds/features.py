@@ -201,6 +201,15 @@ def scored_computations(journal: Journal, parent_id: str | None) -> set[str]:
             for value in program_computations(node.code).values()}
 
 
+def _only_repeats(computed: Sequence[str], before: set[str], where: str) -> str:
+    """The refusal of a program whose computations (in its order) were all computed `where`
+    already (`before`); "" for one that computes something new, or nothing it can name."""
+    if not computed or not set(computed) <= before:
+        return ""
+    done = "; ".join(in_words(v) for v in computed)
+    return f"{REJECTED} it computes what {where} ({done}): compute something new"
+
+
 def chain_programs(journal: Journal, parent_id: str | None) -> list[str]:
     """The kept programs of the chain ending at `parent_id`, in the order they run."""
     return feature_programs(journal.get(parent_id).code) if parent_id else []
@@ -279,12 +288,11 @@ class Features(FloorKind):
         if problem:
             return Parsed("", trimmed, f"{REJECTED} {problem}")
         added = sorted(assigned_columns(ast.parse(trimmed)))
-        computed = computations(trimmed)
-        if computed and set(computed.values()) <= scored_computations(journal,
-                                                                       proposal.parent_id):
-            done = "; ".join(in_words(v) for v in computed.values())
-            return Parsed("", trimmed, f"{REJECTED} it computes what was already scored on "
-                                       f"this feature set ({done}): compute something new")
+        computed = list(computations(trimmed).values())
+        repeated = _only_repeats(computed, scored_computations(journal, proposal.parent_id),
+                                 "was already scored on this feature set") if computed else ""
+        if repeated:
+            return Parsed("", trimmed, repeated)
         return Parsed(f"feature program adding {', '.join(added) or 'columns'}", trimmed, "")
 
     def repeats(self, code: str, siblings: Sequence[str]) -> str:
@@ -292,14 +300,10 @@ class Features(FloorKind):
         the scored-there rule of `read` for a reply that arrives while the first copy is still
         being scored (in the tenth measurement penguins kept one ratio twice on one set, the
         second written while the first was being scored)."""
-        computed = set(program_computations(code).values())
         running = {value for sibling in siblings
                    for value in program_computations(sibling).values()}
-        if not computed or not computed <= running:
-            return ""
-        done = "; ".join(in_words(v) for v in sorted(computed))
-        return (f"{REJECTED} it computes what a program now being scored on this feature set "
-                f"computes ({done}): compute something new")
+        return _only_repeats(list(program_computations(code).values()), running,
+                             "a program now being scored on this feature set computes")
 
     def assembled(self, code: str, ctx: TaskContext, proposal: Proposal,
                   journal: Journal) -> EngineCode:
