@@ -1,12 +1,15 @@
 """The LLM's gain: a search with the LLM against the same search without it (`benchmarks.run
 --floor-arm`), per task, paired by outer fold.
 
-Two spreads say whether a difference is more than noise. Over several outer folds, the sd of
-the paired differences: a mean within it is a tie. On one outer fold there is no such spread,
-so the answers' test predictions are compared row by row instead: a 95 % paired bootstrap
-interval of the gain over the test rows (`answer_gain_interval`), and a difference is a win or
-a loss only when that interval leaves out zero. That interval knows the test rows' noise, not
-the search's own (another seed may find another answer): it is the smaller of the two.
+Two spreads say whether a difference is more than noise, and a third gives its scale. Over
+several outer folds, the sd of the paired differences: a mean within it is a tie. On one outer
+fold there is no such spread, so the answers' test predictions are compared row by row instead:
+a 95 % paired bootstrap interval of the gain over the test rows (`answer_gain_interval`), and a
+difference is a win or a loss only when that interval leaves out zero. That interval knows the
+test rows' noise, not the search's own (another seed may find another answer): it is the
+smaller of the two. With several seeds, the floor arm's own sd over seeds on one fold
+(`Gain.floor_spread`) is the search's noise itself: what a second run of the same search
+without any LLM moves by.
 """
 
 from __future__ import annotations
@@ -50,6 +53,9 @@ class Gain:
     # the most hours between the start of a floor run and of the LLM run paired with it (same
     # fold and seed); None when the rows do not say when they started
     hours_apart: float | None = None
+    # the floor arm's sd over its seeds on one fold, the mean over the folds with 2 or more
+    # seeds; None with one seed a fold
+    floor_spread: float | None = None
 
     @property
     def mean(self) -> float:
@@ -102,8 +108,15 @@ def llm_gains(rows: pd.DataFrame, maximize: dict[str, bool],
                 task, method, mean(with_llm), mean(without),
                 tuple(sign * (a - b) for a, b in zip(with_llm, without, strict=True)),
                 tuple(_first_pair_interval(floor[f], llm[f], interval) for f in folds),
-                _hours_apart([p for f in folds for p in _seed_pairs(floor[f], llm[f])])))
+                _hours_apart([p for f in folds for p in _seed_pairs(floor[f], llm[f])]),
+                _seed_spread([floor[f] for f in folds])))
     return gains
+
+
+def _seed_spread(folds: list[list[Run]]) -> float | None:
+    """The sd of the test scores over a fold's seeds, the mean over the folds with 2 or more."""
+    spreads = [sd([run[2] for run in runs]) for runs in folds if len(runs) > 1]
+    return mean(spreads) if spreads else None
 
 
 def _seed_pairs(floor: list[Run], llm: list[Run]) -> list[tuple[Run, Run]]:

@@ -324,7 +324,9 @@ def gain_section(rows: pd.DataFrame, res: Results) -> list[str]:
              "it holds zero. It knows the test rows' noise, not the search's. Programs: the "
              "LLM's feature programs over all runs, proposed / refused by the checks / failed / "
              "scored / kept. A program not kept is still a scored model that ensemble "
-             "selection may pick: the answer's weight on such programs is given apart.", ""]
+             "selection may pick: the answer's weight on such programs is given apart. With "
+             "several seeds, the floor's own sd over its seeds on a fold is the search's noise: "
+             "how far a second run of the same search without an LLM moves.", ""]
     body = []
     for gain in gains:
         runs = rows[(rows.task == gain.task) & (rows.method == gain.method)]
@@ -344,12 +346,14 @@ def gain_section(rows: pd.DataFrame, res: Results) -> list[str]:
                      f"{gain.mean:+.4g} ± {gain.spread:.2g} ({len(gain.differences)})",
                      intervals, gain.verdict, counts,
                      _fmt(float(seconds.median())) if len(seconds) else "n/a", uses, unkept,
-                     "n/a" if gain.hours_apart is None else f"{gain.hours_apart:.1f}"])
+                     "n/a" if gain.hours_apart is None else f"{gain.hours_apart:.1f}",
+                     "n/a" if gain.floor_spread is None else f"{gain.floor_spread:.2g}"])
     lines += _table(["task", "metric", "method", "with LLM", FLOOR, "LLM − floor",
                      "95 % interval over test rows (per fold)", "verdict", "programs",
                      "median LLM s per program", "answer uses a kept program (runs)",
                      "answer's weight on programs not kept (mean, runs)",
-                     "hours between paired runs (most)"], body)
+                     "hours between paired runs (most)",
+                     f"{FLOOR}'s sd over seeds (mean over folds)"], body)
     lines.append("")
     apart = [g for g in gains if g.hours_apart is not None and g.hours_apart > PAIRED_HOURS]
     if apart:

@@ -175,6 +175,14 @@ def test_llm_gain_pairs_the_floor_arm_by_outer_fold(tmp_path: Path) -> None:
     assert reg.verdict == "won" and reg.intervals == (None, None)
     assert cls.differences == (pytest.approx(-0.1), pytest.approx(0.12))
     assert cls.mean == pytest.approx(0.01) and cls.verdict == "tied"
+    # Each fold's two floor seeds test 0.02 apart: an sd of 0.0141 on both folds.
+    assert reg.floor_spread == pytest.approx(0.02 / 2 ** 0.5)
+    one_seed = frame[(frame.seed == 0) | ((frame.method == FLOOR) & (frame.fold == 1))]
+    # Fold 0 has one floor seed and fold 1 two: fold 1's sd alone.
+    assert gain.llm_gains(one_seed, {"reg": False, "cls": True})[0].floor_spread \
+        == pytest.approx(0.02 / 2 ** 0.5)
+    assert gain.llm_gains(frame[frame.seed == 0], {"reg": False, "cls": True})[0] \
+        .floor_spread is None
     lost = gain.Gain("t", "greedy", 0.5, 0.6, (-0.1, -0.12))
     assert lost.verdict == "lost"
     assert gain.Gain("t", "greedy", 0.5, 0.5, (0.0,)).verdict == "tied"
@@ -240,7 +248,7 @@ def test_the_report_says_when_paired_runs_started_far_apart(tmp_path: Path) -> N
     assert gains["cls"].hours_apart == pytest.approx(48.0)
     save_results(tmp_path / "results.parquet", pd.DataFrame(rows))
     text = report.write_report(tmp_path / "results.parquet", tmp_path / "report.md").read_text()
-    assert "| 4.5 | 1 of 4 | 10% (4) | 0.0 |" in text and "| 48.0 |" in text
+    assert "| 4.5 | 1 of 4 | 10% (4) | 0.0 | 0.014 |" in text and "| 48.0 |" in text
     assert "- **Paired runs started up to 48 hours apart** (cls): " in text
     rows[0]["started_at"] = None  # a row written before the column existed: unknown
     assert gain.llm_gains(pd.DataFrame(rows), {"reg": False, "cls": True})[0].hours_apart is None
