@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from actors.model_assets import MODEL_NAME, embedded_model_path
-from actors.name_guard import NameGuard
+from actors.name_guard import NameGuard, RepeatGuard
 from common.chat import ChatPrompt, Reply
 from common.errors import BackendError
 
@@ -26,8 +26,9 @@ MIN_MAX_TOKENS = 256  # below this a reply cannot hold a useful script: fail ins
 # assistant header; these bounds over-count slightly, which only costs a few reply tokens.
 _TEMPLATE_TOKENS_PER_MESSAGE = 8
 _TEMPLATE_TOKENS_FIXED = 32
-# Name guards kept for later replies (each remembers what it banned after each partial name):
-# a run's prompts share one target and a few chains of columns.
+# Guards kept for later replies, of each kind (each remembers what it banned after each
+# partial name): a run's prompts share one target and a few chains of columns, and the
+# computations tried on a feature set stay the same until its next program is scored.
 _GUARDS_KEPT = 8
 
 
@@ -110,6 +111,7 @@ class LlamaLLM:
         self._lock = threading.Lock()
         self._vocabulary: list[str] = []  # each token's text, read on the first guarded reply
         self._guards: dict[tuple[tuple[str, ...], tuple[str, ...]], NameGuard] = {}
+        self._repeat_guards: dict[tuple[tuple[str, ...], tuple[str, ...]], RepeatGuard] = {}
 
     def generate(self, prompts: list[ChatPrompt]) -> list[Reply]:
         with self._lock:
@@ -135,7 +137,7 @@ class LlamaLLM:
                                         "temperature": prompt.temperature,
                                         "stop": stop or None}
             if start_text:
-                if prompt.never_names:
+                if prompt.never_names or prompt.never_computations:
                     sampling["logits_processor"] = self._name_guard(prompt, len(continued))
                 response = self._llama.create_completion(prompt=continued, **sampling)
             else:
@@ -163,23 +165,31 @@ class LlamaLLM:
 
     def _name_guard(self, prompt: ChatPrompt, prompt_tokens: int) -> Any:
         """A logits processor that masks the tokens spelling one of the prompt's never-names
-        inside a column's name (actors.name_guard), reading what the reply has written."""
+        inside a column's name, and those completing a computation already tried
+        (actors.name_guard), reading what the reply has written."""
         from llama_cpp import LogitsProcessorList
 
         if not self._vocabulary:  # 151,000 tokens for Qwen2.5: about a second, once
             self._vocabulary = [self._llama.detokenize([t]).decode(errors="ignore")
                                 for t in range(self._llama.n_vocab())]
-        key = (prompt.never_names, prompt.column_names)
-        if key not in self._guards:
-            if len(self._guards) >= _GUARDS_KEPT:
-                self._guards.pop(next(iter(self._guards)))
-            self._guards[key] = NameGuard(self._vocabulary, *key)
-        guard = self._guards[key]
+        names = (prompt.never_names, prompt.column_names)
+        if names not in self._guards:
+            self._guards[names] = NameGuard(self._vocabulary, *names)
+        guards = [self._guards[names].banned]
+        if prompt.never_computations:
+            tried = (prompt.never_computations, prompt.column_names)
+            if tried not in self._repeat_guards:
+                self._repeat_guards[tried] = RepeatGuard(self._vocabulary, *tried)
+            guards.append(self._repeat_guards[tried].banned)
+        for cache in (self._guards, self._repeat_guards):
+            while len(cache) > _GUARDS_KEPT:
+                cache.pop(next(iter(cache)))
         start = prompt.reply_start
 
         def mask(input_ids: Any, scores: Any) -> Any:
-            written = self._llama.detokenize(list(input_ids[prompt_tokens:]))
-            banned = guard.banned(start + written.decode(errors="ignore"))
+            written = start + self._llama.detokenize(
+                list(input_ids[prompt_tokens:])).decode(errors="ignore")
+            banned = [token for guard in guards for token in guard(written)]
             if banned:
                 scores[banned] = -float("inf")
             return scores

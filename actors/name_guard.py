@@ -2,11 +2,19 @@
 a feature program's target): the embedded backend masks them while the model writes a column's
 name (`df["...`), so that the model writes another column instead of one the engine's checks
 would refuse. The checks stay the guarantee; this only saves the replies they would refuse.
+`RepeatGuard` does the same for the second column of a computation of two columns already
+tried (ChatPrompt.never_computations): after `df["SLG"] / df["`, the one that would make it
+`SLG / OBP` again.
 
-Why: on concrete, 7 of a run's 10 programs read the target `strength` (and named a column
+Why (names): on concrete, 7 of a run's 10 programs read the target `strength` (and named a column
 after it) at `4560f8f`, each refused and counted against `--llm-patience`, though the prompt
 names the target and says a program never gets it; moneyball's runs refused 7 such in one
-run. Pure: the backend gives it the model's vocabulary, each token as text.
+run. Why (repeats): in the eleventh measurement's 14 LLM runs (benchmarks/results/
+llm-gain-2026-12-01c), 43 of 149 programs were refused as repeats of a computation already
+scored on their feature set, each an LLM call counted against `--llm-patience`; 31 of them
+repeated a ratio, difference, sum or product of two columns (moneyball's fold 1 wrote
+`SLG / OBP` five times in 12 programs). Pure: the backend gives it the model's vocabulary,
+each token as text.
 """
 
 from __future__ import annotations
@@ -18,6 +26,15 @@ from collections.abc import Sequence
 # (the quote not yet written: a token may begin with it).
 _OPEN_NAME = re.compile(r"""\[\s*(['"]?)([^'"\n]*)$""")
 _QUOTE = re.compile(r"""['"]""")
+# A computation of two columns as Python writes it (`operators.features.computations`):
+# `df['a'] / df['b']`, or with the second guarded, `df['a'] / (df['b'] + 1e-09)`.
+_TWO_COLUMNS = re.compile(r"""df\[(['"])(?P<first>.+?)\1\] (?P<op>[-+*/]) """
+                          r"""(?:\(df\[(['"])(?P<guarded>.+?)\4\] \+ [0-9.e-]+\)"""
+                          r"""|df\[(['"])(?P<second>.+?)\6\])""")
+# The statement being written has begun such a computation and is writing its second
+# column's name: `df["x"] = df["a"] / (df["` and what follows, however spaced.
+_WRITING_SECOND = re.compile(r"""=\s*\(?\s*df\[\s*(['"])(?P<first>[^'"\n]+)\1\s*\]\s*"""
+                             r"""(?P<op>[-+*/])\s*\(?\s*df\[\s*['"]?[^'"\n]*$""")
 # A name begun with fewer letters of a never-name than this (or the whole of a shorter one)
 # is left alone: `qu` may begin `quantity` as well as the target `quality`.
 MIN_LETTERS = 3
@@ -76,3 +93,30 @@ def _quoted(text: str) -> str | None:
     """What a token written right after `[` begins a column's name with: its text after an
     opening quote; None when it opens none."""
     return text[1:] if text[:1] in ("'", '"') else None
+
+
+class RepeatGuard:
+    """The tokens that would make a computation of two columns one of `computations` again:
+    the second column's name, masked once the statement has written the first column and the
+    operator (`df["a"] / df["`) of such a computation. A repeat written otherwise (another
+    operator order, a third column) gets through, and the checks refuse it."""
+
+    def __init__(self, vocabulary: Sequence[str], computations: Sequence[str],
+                 allowed: Sequence[str]) -> None:
+        seconds: dict[tuple[str, str], list[str]] = {}
+        for value in computations:
+            match = _TWO_COLUMNS.fullmatch(value)
+            if match:
+                seconds.setdefault((match["first"], match["op"]), []).append(
+                    match["second"] or match["guarded"])
+        self._guards = {pair: NameGuard(vocabulary, names,
+                                        [c for c in allowed if c not in names])
+                        for pair, names in seconds.items()}
+
+    def banned(self, written: str) -> list[int]:
+        """Token ids that would complete, at the end of `written`, the second column of a
+        computation already tried; [] anywhere else."""
+        statement = written[written.rfind("\n") + 1:]
+        match = _WRITING_SECOND.search(statement)
+        guard = match and self._guards.get((match["first"], match["op"]))
+        return guard.banned(written) if guard else []

@@ -32,6 +32,10 @@ class ChatPrompt:
     # engine's checks refuse what gets through either way.
     never_names: tuple[str, ...] = ()
     column_names: tuple[str, ...] = ()
+    # Computations already tried (values as `operators.features.computations` writes them):
+    # the same backends mask the second column of a computation of two columns that would make
+    # one of them again (actors.name_guard.RepeatGuard); the checks refuse what gets through.
+    never_computations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

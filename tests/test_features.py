@@ -458,8 +458,12 @@ def test_a_program_computing_what_was_scored_there_kept_or_not_is_refused() -> N
     with_new = renamed.replace("    return df", '    df["age"] = 2025 - df["built"]\n    return df')
     assert kind.read(f"```python\n{with_new}```", ctx, root, journal).problem == ""
     # the prompt lists what it computed, not the name it gave it
-    text = kind.prompt(ctx, root, journal).messages[-1]["content"]
-    assert "- not kept: area / (rooms + 1e-09) (gain -0.1)\n" in text
+    prompt = kind.prompt(ctx, root, journal)
+    assert "- not kept: area / (rooms + 1e-09) (gain -0.1)\n" in prompt.messages[-1]["content"]
+    # and the embedded backend's decoding is steered off writing it again there
+    # (actors.name_guard.RepeatGuard), not on the chain where it was not scored
+    assert prompt.never_computations == ("df['area'] / (df['rooms'] + 1e-09)",)
+    assert kind.prompt(ctx, on_chain, journal).never_computations == ()
     # kept there is scored there too: a second program (written while the first was being
     # scored) that computes it again is refused, not kept a second time
     kept_there = Journal([make_node("b", operator=Operator.BASELINE),

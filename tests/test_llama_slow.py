@@ -26,6 +26,7 @@ from actors.model_assets import MODEL_NAME
 from common.chat import ChatPrompt
 from common.errors import BackendError
 from operators.context import TaskContext
+from operators.features import completed, computations, program_source
 from operators.kinds import kind_of
 from operators.kinds.features import MAX_TOKENS
 from operators.models import model_code
@@ -188,6 +189,25 @@ def test_a_never_name_is_not_written_as_a_column_even_when_asked_for(llm: LlamaL
     assert any(n.startswith("strength") for n in column_names.findall(free.text)), free.text
     names = column_names.findall(kept_off.text.removeprefix(guarded.reply_start))
     assert names and not any(n.startswith("str") for n in names), kept_off.text
+
+
+@pytest.mark.slow
+def test_a_computation_tried_is_not_written_again_even_when_asked_for(llm: LlamaLLM) -> None:
+    # Asked outright for a ratio already tried, the model writes it unguarded; with it among
+    # the prompt's computations tried, it writes the ratio of water to another column.
+    asked = ChatPrompt(
+        messages=[{"role": "user", "content": (
+            "Columns: cement, water, age. Write add_features(df) that adds "
+            'df["wc"] = df["water"] / df["cement"], in one ```python block.')}],
+        max_tokens=32, temperature=0.0, seed=3, stop=["\n    return"],
+        reply_start="```python\ndef add_features(df):\n    df",
+        column_names=("cement", "water", "age"))
+    tried = "df['water'] / df['cement']"
+    [free] = llm.generate([asked])
+    [kept_off] = llm.generate([dataclasses.replace(asked, never_computations=(tried,))])
+    assert tried in computations(completed(program_source(free.text))).values(), free.text
+    again = computations(completed(program_source(kept_off.text)))
+    assert again and tried not in again.values(), kept_off.text
 
 
 @pytest.mark.slow

@@ -1,14 +1,15 @@
-"""actors/name_guard.py: which tokens would spell a column name a reply must never write, on a
-small vocabulary (the embedded model itself: tests/test_llama_slow.py)."""
+"""actors/name_guard.py: which tokens would spell a column name a reply must never write, or
+make a computation already tried again, on a small vocabulary (the embedded model itself:
+tests/test_llama_slow.py)."""
 
 from __future__ import annotations
 
-from actors.name_guard import NameGuard
+from actors.name_guard import NameGuard, RepeatGuard
 
 VOCABULARY = ["df", '["', "['", "[", '"', "strength", "str", "s", "tr", "rength", "ength",
               "_ratio", '"]', 'strength"]', "slag", "cement", "st", "RS", "R", "A", "S", "RA",
               '"RS', "qu",
-              "ality", "antity"]
+              "ality", "antity", "OBP", "OB", "O", "OOBP", "BA", "W", '"OBP"]', "BP"]
 
 
 def _spelled(guard: NameGuard, written: str) -> set[str]:
@@ -46,3 +47,25 @@ def test_fewer_letters_than_the_minimum_are_left_alone() -> None:
     guard = NameGuard(VOCABULARY, never=["quality"], allowed=["alcohol"])
     assert "qu" not in _spelled(guard, '    df["')  # `quantity` begins so too
     assert _spelled(guard, '    df["qu') == {"ality"}
+
+
+def test_the_second_column_of_a_computation_tried_is_banned_after_its_first_and_operator() -> None:
+    tried = ["df['SLG'] / df['OBP']", "df['RA'] - (df['W'] + 1e-09)", "df['BA'] * 2"]
+    guard = RepeatGuard(VOCABULARY, tried, allowed=["SLG", "OBP", "OOBP", "BA", "RA", "W"])
+    start = '    df["power"] = df["SLG"] / '
+    assert _spelled(guard, start + 'df["') == {"OBP"}  # not `O`, `OOBP`: a column begins so
+    assert _spelled(guard, start + "(df['") == {"OBP"}  # however quoted and bracketed
+    assert _spelled(guard, start + 'df["O') == {"BP"}
+    assert _spelled(guard, start + "df[") == {'"OBP"]'}  # the quote in the token
+    # the guarded second column of a difference; a difference of other columns is free
+    assert _spelled(guard, '    df["x"] = df["RA"] - (df["') == {"W"}
+    assert guard.banned('    df["x"] = df["RA"] - df["SLG"] / df["') == []
+    # another operator, another first column, or not at the second column: nothing
+    assert guard.banned(start.replace("/", "*") + 'df["') == []
+    assert guard.banned('    df["x"] = df["OBP"] / df["') == []
+    assert guard.banned(start) == [] and guard.banned('    df["') == []
+    # a third operand is a new computation; so is `BA * 2` (not two columns): no guard
+    assert guard.banned(start + 'df["OBP"] + df["') == []
+    assert guard.banned('    df["x"] = df["BA"] * df["') == []
+    # only the statement being written counts: an earlier line's computation is done
+    assert guard.banned(start + 'df["BA"]\n    df["y"] = df["') == []

@@ -249,7 +249,8 @@ class Features(FloorKind):
             max_tokens=MAX_TOKENS, temperature=proposal.temperature, seed=ctx.seed,
             tag=self.operator.value, stop=STOP,
             reply_start=reply_start(journal, proposal.parent_id), never_names=(ctx.target,),
-            column_names=columns)
+            column_names=columns,
+            never_computations=tuple(sorted(scored_computations(journal, proposal.parent_id))))
 
     def read(self, text: str, ctx: TaskContext, proposal: Proposal,
              journal: Journal) -> Parsed:
