@@ -22,17 +22,16 @@ from search.node import Node, Operator, Status
 
 InFlight = Mapping[tuple[Operator, str | None], int]  # search.policy.InFlightKey -> count
 
-# A program must be better on at least this share of the groups (rounded up), and better on
-# average. With 5 folds that is 4 of 5: a program that changes nothing passes by chance about
-# one time in six (3 of 5 would pass it about half the time).
+# A program is kept when it is better on at least this share of the groups (rounded up) and
+# better on average. With 5 folds that is 4 of 5: a program that changes nothing passes by
+# chance about one time in six (3 of 5 would pass it about half the time). Of the 307 programs
+# scored in issue 42's ninth to eleventh measurements (benchmarks/results/llm-gain-2026-12-01,
+# -01b, -01c), the 53 that passed this improved their reference's test score 40 times (75 %),
+# the 59 better on 3 of 5 and on average 31 times (53 %), the rest 40 %. A paired t test at
+# 10 % on top of it (t >= 1.53 on 5 folds, `702ee11`, chosen on the ninth's 85 programs) was
+# dropped: in the two measurements after it was chosen, the 11 programs it alone refused all
+# improved test (the 18 it kept: 14), at a median of +0.33 % of the test score.
 MAJORITY = 0.75
-# And the paired t statistic of its gains (mean over standard error) must reach Student's t
-# quantile at this level (one-sided, groups - 1 degrees of freedom: 1.53 for 5 folds), so that
-# one large gain among small ones, or gains smaller than their spread, are not kept. On the
-# 85 programs scored in issue 42's ninth measurement, the majority rule alone kept 24 (15
-# improved their reference's test score, median +0.07 %); with this level it keeps 14 (9
-# improved test, median +0.34 %), and none of credit-g's +0.0003 AUC keeps.
-CONFIDENCE = 0.90
 # A gain this small is a tie: a column that copies another moves a model's float sums by
 # about 1e-10, which is not a better model.
 TIE = 1e-9
@@ -90,33 +89,11 @@ def keep_rule(gains: Sequence[float]) -> tuple[bool, str]:
     better = sum(g > TIE for g in finite)
     need = math.ceil(MAJORITY * len(finite))
     mean = sum(finite) / len(finite)
-    t, t_needed = paired_t(finite), t_quantile(len(finite))
-    tally = (f"better on {better} of {len(finite)} groups, mean gain {mean:+.4g}, "
-             f"t {t:.2f}")
-    if mean > TIE and better >= need and t >= t_needed:
+    tally = f"better on {better} of {len(finite)} groups, mean gain {mean:+.4g}"
+    if mean > TIE and better >= need and len(finite) > 1:  # one group tells nothing from noise
         return True, f"kept: {tally}"
-    return False, (f"not kept: {tally} (needs a positive mean, {need} of {len(finite)} and "
-                   f"t {t_needed:.2f})")
-
-
-def paired_t(gains: Sequence[float]) -> float:
-    """The gains' mean over its standard error (inf when they are all equal and positive,
-    -inf when all equal otherwise; 0 with a single group, which cannot show a spread)."""
-    if len(gains) < 2:
-        return 0.0
-    mean, spread = statistics.fmean(gains), statistics.stdev(gains)
-    if spread == 0.0:
-        return math.inf if mean > TIE else -math.inf
-    return mean / (spread / math.sqrt(len(gains)))
-
-
-def t_quantile(groups: int) -> float:
-    """Student's t at CONFIDENCE with groups - 1 degrees of freedom (inf below two groups)."""
-    if groups < 2:
-        return math.inf
-    from scipy.stats import t  # scipy comes with scikit-learn; imported when a gate decides
-
-    return float(t.ppf(CONFIDENCE, groups - 1))
+    return False, (f"not kept: {tally} (needs a positive mean and {max(need, 2)} of "
+                   f"{max(len(finite), 2)})")
 
 
 def gate_of(node: Node) -> Gate | None:

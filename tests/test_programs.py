@@ -15,11 +15,9 @@ from search.programs import (
     gate_of,
     keep_rule,
     kept_programs,
-    paired_t,
     program_counts,
     program_temperature,
     programs_spent,
-    t_quantile,
 )
 from tests.helpers import make_node
 
@@ -30,12 +28,11 @@ from tests.helpers import make_node
     ([0.001, 0.001, 0.001, 0.001, -0.05], False),  # 4 of 5 but one large loss: mean negative
     ([0.0, 0.0, 0.0, 0.0, 0.0], False),  # changes nothing
     ([-1e-10, 2e-10, 1e-10, 1e-10, 0.0], False),  # float noise of a copied column
-    ([0.001, 0.001, 0.002, 0.1, -0.001], False),  # 4 of 5 but one gain makes the mean: t 1.0
+    ([0.001, 0.001, 0.002, 0.1, -0.001], True),  # folds are counted, not the gains' sizes
     ([0.01, 0.01, 0.01, 0.01, 0.01], True),  # no spread at all
-    ([0.01, 0.012], True),  # t 11 against 3.08 for two groups
-    ([0.01, 0.02], False),  # t 3.0: two groups need more
+    ([0.01, 0.02], True),  # 2 of 2
     ([0.01, -0.001], False),
-    ([0.01], False),  # one group shows no spread
+    ([0.01], False),  # one group cannot tell a program from noise
     ([0.01, float("nan"), 0.02, 0.02, 0.02], False),  # a group without a score
     ([], False),
 ])
@@ -46,11 +43,13 @@ def test_keep_rule(gains: list[float], kept: bool) -> None:
     assert reason.split(":")[0] in allowed
 
 
-def test_the_paired_t_of_five_folds_needs_1_53() -> None:
-    assert t_quantile(5) == pytest.approx(1.533, abs=1e-3)
-    assert paired_t([0.03, 0.01, 0.02]) == pytest.approx(0.02 / (0.01 / 3 ** 0.5))
-    decided, reason = keep_rule([0.002, 0.003, 0.001, 0.002, 0.0025])
-    assert decided and "t 6.33" in reason
+def test_the_keep_rule_says_what_it_counted_and_what_it_needs() -> None:
+    assert keep_rule([0.002, 0.003, 0.001, -0.002, 0.0025]) == (
+        True, "kept: better on 4 of 5 groups, mean gain +0.0013")
+    assert keep_rule([0.002, -0.003, 0.001, -0.002, 0.0025]) == (
+        False, "not kept: better on 3 of 5 groups, mean gain +0.0001 (needs a positive mean "
+        "and 4 of 5)")
+    assert keep_rule([0.01])[1].endswith("(needs a positive mean and 2 of 2)")
 
 
 def features_node(node_id: str, gate: Gate | None, *, metric: float = 1.0,
