@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from actors.model_assets import MODEL_NAME, embedded_model_path
-from actors.name_guard import NameGuard, RepeatGuard
+from actors.name_guard import NameGuard, ReadGuard, TokenIndex
 from common.chat import ChatPrompt, Reply
 from common.errors import BackendError
 
@@ -111,7 +111,8 @@ class LlamaLLM:
         self._lock = threading.Lock()
         self._vocabulary: list[str] = []  # each token's text, read on the first guarded reply
         self._guards: dict[tuple[tuple[str, ...], tuple[str, ...]], NameGuard] = {}
-        self._repeat_guards: dict[tuple[tuple[str, ...], tuple[str, ...]], RepeatGuard] = {}
+        self._read_guards: dict[tuple[tuple[str, ...], tuple[str, ...]], ReadGuard] = {}
+        self._tokens: TokenIndex | None = None  # the vocabulary by text, for the read guards
 
     def generate(self, prompts: list[ChatPrompt]) -> list[Reply]:
         with self._lock:
@@ -137,7 +138,7 @@ class LlamaLLM:
                                         "temperature": prompt.temperature,
                                         "stop": stop or None}
             if start_text:
-                if prompt.never_names or prompt.never_computations:
+                if prompt.never_names or prompt.column_names:
                     sampling["logits_processor"] = self._name_guard(prompt, len(continued))
                 response = self._llama.create_completion(prompt=continued, **sampling)
             else:
@@ -165,8 +166,9 @@ class LlamaLLM:
 
     def _name_guard(self, prompt: ChatPrompt, prompt_tokens: int) -> Any:
         """A logits processor that masks the tokens spelling one of the prompt's never-names
-        inside a column's name, and those completing a computation already tried
-        (actors.name_guard), reading what the reply has written."""
+        inside a column's name, and those making a column read one the rows do not have or
+        a computation already tried again (actors.name_guard), reading what the reply has
+        written."""
         from llama_cpp import LogitsProcessorList
 
         if not self._vocabulary:  # 151,000 tokens for Qwen2.5: about a second, once
@@ -175,13 +177,13 @@ class LlamaLLM:
         names = (prompt.never_names, prompt.column_names)
         if names not in self._guards:
             self._guards[names] = NameGuard(self._vocabulary, *names)
-        guards = [self._guards[names].banned]
-        if prompt.never_computations:
-            tried = (prompt.never_computations, prompt.column_names)
-            if tried not in self._repeat_guards:
-                self._repeat_guards[tried] = RepeatGuard(self._vocabulary, *tried)
-            guards.append(self._repeat_guards[tried].banned)
-        for cache in (self._guards, self._repeat_guards):
+        reads = (prompt.never_computations, prompt.column_names)
+        if reads not in self._read_guards:
+            if self._tokens is None:
+                self._tokens = TokenIndex(self._vocabulary)
+            self._read_guards[reads] = ReadGuard(self._tokens, *reads)
+        guards = [self._guards[names].banned, self._read_guards[reads].banned]
+        for cache in (self._guards, self._read_guards):
             while len(cache) > _GUARDS_KEPT:
                 cache.pop(next(iter(cache)))
         start = prompt.reply_start
@@ -189,9 +191,10 @@ class LlamaLLM:
         def mask(input_ids: Any, scores: Any) -> Any:
             written = start + self._llama.detokenize(
                 list(input_ids[prompt_tokens:])).decode(errors="ignore")
-            banned = [token for guard in guards for token in guard(written)]
-            if banned:
-                scores[banned] = -float("inf")
+            for guard in guards:
+                banned = guard(written)
+                if banned:
+                    scores[banned] = -float("inf")
             return scores
 
         return LogitsProcessorList([mask])

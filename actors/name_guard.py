@@ -1,24 +1,29 @@
-"""Which tokens would spell a column name that a reply must never write (ChatPrompt.never_names,
-a feature program's target): the embedded backend masks them while the model writes a column's
-name (`df["...`), so that the model writes another column instead of one the engine's checks
-would refuse. The checks stay the guarantee; this only saves the replies they would refuse.
-`RepeatGuard` does the same for the second column of a computation of two columns already
-tried (ChatPrompt.never_computations): after `df["SLG"] / df["`, the one that would make it
-`SLG / OBP` again.
+"""Which tokens a feature program's reply may not write next, for the embedded backend to mask
+while the model writes (the engine's checks stay the guarantee; this only saves the replies
+they would refuse, each an LLM call counted against `--llm-patience`):
 
-Why (names): on concrete, 7 of a run's 10 programs read the target `strength` (and named a column
-after it) at `4560f8f`, each refused and counted against `--llm-patience`, though the prompt
-names the target and says a program never gets it; moneyball's runs refused 7 such in one
-run. Why (repeats): in the eleventh measurement's 14 LLM runs (benchmarks/results/
-llm-gain-2026-12-01c), 43 of 149 programs were refused as repeats of a computation already
-scored on their feature set, each an LLM call counted against `--llm-patience`; 31 of them
-repeated a ratio, difference, sum or product of two columns (moneyball's fold 1 wrote
-`SLG / OBP` five times in 12 programs). Pure: the backend gives it the model's vocabulary,
-each token as text.
+- `NameGuard`: a column name that must never be written anywhere (ChatPrompt.never_names, the
+  target), nor begun by 3 of its letters, inside `df["...`; the new column's name is free text,
+  so only those.
+- `ReadGuard`: in what a statement computes (after its `=`), a column it reads must be one the
+  rows have (ChatPrompt.column_names), and after `df["a"] / df["` not the second column of a
+  computation of two columns already tried on the set (ChatPrompt.never_computations).
+
+Why: on concrete, 7 of a run's 10 programs read the target `strength` (and named a column
+after it) at `4560f8f`, each refused, though the prompt names the target and says a program
+never gets it; moneyball's runs refused 7 such in one run. In the eleventh measurement's 14
+LLM runs (benchmarks/results/llm-gain-2026-12-01c), 43 of 149 programs were refused as
+repeats of a computation already scored on their feature set, most of them a ratio,
+difference, sum or product of two columns (moneyball's fold 1 wrote `SLG / OBP` five times in
+12 programs), and 5 for a column the rows do not have. Masking only the repeated column's
+whole name, the model wrote its first letters and then another name (`SLG / OBG`): so a read
+column is held to the names the rows have from its first letter. Pure: the backend gives it
+the model's vocabulary, each token as text.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 
@@ -31,9 +36,13 @@ _QUOTE = re.compile(r"""['"]""")
 _TWO_COLUMNS = re.compile(r"""df\[(['"])(?P<first>.+?)\1\] (?P<op>[-+*/]) """
                           r"""(?:\(df\[(['"])(?P<guarded>.+?)\4\] \+ [0-9.e-]+\)"""
                           r"""|df\[(['"])(?P<second>.+?)\6\])""")
+# A statement that assigns a column (`    df["x"] = ...`): what it computes is its value.
+_ASSIGNED = re.compile(r"""\s*df\[\s*(['"]).*?\1\s*\]\s*=(?!=)(?P<value>.*)$""")
+# A column's name being read at the end of a value: after `df[`, and a quote once written.
+_READ_NAME = re.compile(r"""\bdf\[\s*(['"]?)([^'"\n\]]*)$""")
 # The statement being written has begun such a computation and is writing its second
 # column's name: `df["x"] = df["a"] / (df["` and what follows, however spaced.
-_WRITING_SECOND = re.compile(r"""=\s*\(?\s*df\[\s*(['"])(?P<first>[^'"\n]+)\1\s*\]\s*"""
+_WRITING_SECOND = re.compile(r"""^\s*\(?\s*df\[\s*(['"])(?P<first>[^'"\n]+)\1\s*\]\s*"""
                              r"""(?P<op>[-+*/])\s*\(?\s*df\[\s*['"]?[^'"\n]*$""")
 # A name begun with fewer letters of a never-name than this (or the whole of a shorter one)
 # is left alone: `qu` may begin `quantity` as well as the target `quality`.
@@ -95,28 +104,86 @@ def _quoted(text: str) -> str | None:
     return text[1:] if text[:1] in ("'", '"') else None
 
 
-class RepeatGuard:
-    """The tokens that would make a computation of two columns one of `computations` again:
-    the second column's name, masked once the statement has written the first column and the
-    operator (`df["a"] / df["`) of such a computation. A repeat written otherwise (another
-    operator order, a third column) gets through, and the checks refuse it."""
+class TokenIndex:
+    """A vocabulary looked up by text: built once per model (151,000 tokens for Qwen2.5),
+    shared by the ReadGuards of every prompt."""
 
-    def __init__(self, vocabulary: Sequence[str], computations: Sequence[str],
-                 allowed: Sequence[str]) -> None:
-        seconds: dict[tuple[str, str], list[str]] = {}
+    def __init__(self, vocabulary: Sequence[str]) -> None:
+        self.size = len(vocabulary)
+        self._ids: dict[str, list[int]] = {}
+        for i, text in enumerate(vocabulary):
+            self._ids.setdefault(text, []).append(i)
+        self._texts = sorted(self._ids)
+        # the tokens that open a name with its quote (after `df[`)
+        self.opening = frozenset(i for text, ids in self._ids.items() if text[:1] in "'\""
+                                 for i in ids)
+
+    def exactly(self, text: str) -> list[int]:
+        return self._ids.get(text, [])
+
+    def starting(self, prefix: str) -> list[int]:
+        """The ids of the tokens whose text begins with `prefix`."""
+        ids: list[int] = []
+        for text in self._texts[bisect.bisect_left(self._texts, prefix):]:
+            if not text.startswith(prefix):
+                break
+            ids.extend(self._ids[text])
+        return ids
+
+
+class ReadGuard:
+    """The tokens that would make a column that the statement being written reads (after its
+    `=`, inside `df["...`) one that is not among `columns`, or, right after the first column
+    and operator of a computation of two columns among `computations` (`df["a"] / df["`),
+    its second column. Masked by what they would spell from the name's first letter: up to
+    a closing quote the name must be a column, and before one begin a column."""
+
+    def __init__(self, tokens: TokenIndex, computations: Sequence[str],
+                 columns: Sequence[str]) -> None:
+        self._tokens = tokens
+        self._columns = list(dict.fromkeys(columns))
+        self._seconds: dict[tuple[str, str], set[str]] = {}
         for value in computations:
             match = _TWO_COLUMNS.fullmatch(value)
             if match:
-                seconds.setdefault((match["first"], match["op"]), []).append(
+                self._seconds.setdefault((match["first"], match["op"]), set()).add(
                     match["second"] or match["guarded"])
-        self._guards = {pair: NameGuard(vocabulary, names,
-                                        [c for c in allowed if c not in names])
-                        for pair, names in seconds.items()}
+        self._banned: dict[tuple[str, str, frozenset[str]], list[int]] = {}
 
     def banned(self, written: str) -> list[int]:
-        """Token ids that would complete, at the end of `written`, the second column of a
-        computation already tried; [] anywhere else."""
-        statement = written[written.rfind("\n") + 1:]
-        match = _WRITING_SECOND.search(statement)
-        guard = match and self._guards.get((match["first"], match["op"]))
-        return guard.banned(written) if guard else []
+        """Token ids that may not come next at the end of `written`; [] outside the name of
+        a column that a statement's computation reads."""
+        statement = _ASSIGNED.match(written[written.rfind("\n") + 1:])
+        name = statement and _READ_NAME.search(statement["value"])
+        if not statement or not name:
+            return []
+        quote, partial = name.groups()
+        if not quote and partial:
+            return []  # `df[name`: a variable, not a column's name
+        second = _WRITING_SECOND.search(statement["value"])
+        tried = frozenset(self._seconds.get((second["first"], second["op"]), ())
+                          if second else ())
+        key = (quote, partial, tried)
+        if key not in self._banned:
+            names = [c for c in self._columns if c not in tried and c.startswith(partial)]
+            allowed = self._spelling(names, partial, quote)
+            # begun otherwise than any column (or only a tried one): too late, the checks
+            # refuse it; after `df[` only the tokens that open the name are held
+            self._banned[key] = [] if not names else \
+                sorted(set(range(self._tokens.size)) - allowed) if quote else \
+                sorted(self._tokens.opening - allowed)
+        return self._banned[key]
+
+    def _spelling(self, names: Sequence[str], partial: str, quote: str) -> set[int]:
+        """The tokens that go on from `partial` (after `quote`; none: the token opens it)
+        towards one of `names`, or end one with a closing quote and what follows it."""
+        allowed: set[int] = set()
+        for name in names:
+            rest = name[len(partial):]
+            for lead in ("",) if quote else ("'", '"'):
+                allowed.update(self._tokens.exactly(lead) if lead else ())  # `df[` + quote
+                for end in range(1, len(rest) + 1):
+                    allowed.update(self._tokens.exactly(lead + rest[:end]))
+                for closing in ("'", '"'):
+                    allowed.update(self._tokens.starting(lead + rest + closing))
+        return allowed

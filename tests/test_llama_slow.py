@@ -26,7 +26,7 @@ from actors.model_assets import MODEL_NAME
 from common.chat import ChatPrompt
 from common.errors import BackendError
 from operators.context import TaskContext
-from operators.features import completed, computations, program_source
+from operators.features import columns_read, completed, computations, program_source
 from operators.kinds import kind_of
 from operators.kinds.features import MAX_TOKENS
 from operators.models import model_code
@@ -194,7 +194,8 @@ def test_a_never_name_is_not_written_as_a_column_even_when_asked_for(llm: LlamaL
 @pytest.mark.slow
 def test_a_computation_tried_is_not_written_again_even_when_asked_for(llm: LlamaLLM) -> None:
     # Asked outright for a ratio already tried, the model writes it unguarded; with it among
-    # the prompt's computations tried, it writes the ratio of water to another column.
+    # the prompt's computations tried, it writes the ratio of water to another column
+    # (actors.name_guard.ReadGuard).
     asked = ChatPrompt(
         messages=[{"role": "user", "content": (
             "Columns: cement, water, age. Write add_features(df) that adds "
@@ -208,6 +209,8 @@ def test_a_computation_tried_is_not_written_again_even_when_asked_for(llm: Llama
     assert tried in computations(completed(program_source(free.text))).values(), free.text
     again = computations(completed(program_source(kept_off.text)))
     assert again and tried not in again.values(), kept_off.text
+    # and what it reads instead is a column the rows have
+    assert columns_read(completed(program_source(kept_off.text))) <= {"cement", "water", "age"}
 
 
 @pytest.mark.slow

@@ -4,7 +4,7 @@ tests/test_llama_slow.py)."""
 
 from __future__ import annotations
 
-from actors.name_guard import NameGuard, RepeatGuard
+from actors.name_guard import NameGuard, ReadGuard, TokenIndex
 
 VOCABULARY = ["df", '["', "['", "[", '"', "strength", "str", "s", "tr", "rength", "ength",
               "_ratio", '"]', 'strength"]', "slag", "cement", "st", "RS", "R", "A", "S", "RA",
@@ -49,23 +49,51 @@ def test_fewer_letters_than_the_minimum_are_left_alone() -> None:
     assert _spelled(guard, '    df["qu') == {"ality"}
 
 
-def test_the_second_column_of_a_computation_tried_is_banned_after_its_first_and_operator() -> None:
+# Moneyball's columns, and tokens that spell them, begin them, close them or do neither
+COLUMNS = ["SLG", "OBP", "OOBP", "BA", "RA", "W"]
+TOKENS = ['"', "'", '"]', "'] ", "SLG", "SL", "S", "G", "OBP", "OB", "O", "P", "BP", "OOBP",
+          "BA", "RA", "R", "A", "W", '"W', '"OBP"]', 'OBP"]', "X", "strength", " ", "("]
+SPELLING = {"S", "SL", "SLG", "O", "OB", "OBP", "OOBP", "BA", "R", "RA", "W", 'OBP"]'}
+CLOSING = {'"', "'", '"]', "'] ", '"W', '"OBP"]'}
+
+
+def _allowed(guard: ReadGuard, written: str) -> set[str]:
+    banned = set(guard.banned(written))
+    return {text for i, text in enumerate(TOKENS) if i not in banned}
+
+
+def test_a_column_read_must_be_one_the_rows_have_from_its_first_letter() -> None:
+    guard = ReadGuard(TokenIndex(TOKENS), [], COLUMNS)
+    start = '    df["power"] = df["SLG"] / df["'
+    # what begins or is a column, or closes one; not `X`, `G`, nor `BP` (OB + BP is none)
+    assert _allowed(guard, start) == SPELLING
+    assert _allowed(guard, start + "OB") == {"P"}
+    assert _allowed(guard, start + "OBP") == CLOSING  # a column: it may close, or go on
+    assert _allowed(guard, "    df['x'] = np.log(df['") == SPELLING  # anywhere in the value
+    # after `df[` only what opens the name is held: not an empty name
+    assert _allowed(guard, '    df["x"] = df[') == set(TOKENS) - {'"]', "'] "}
+    # nothing held: the new column's name (free), a statement that assigns no column, a name
+    # begun as no column's (the checks refuse it), a variable as index, a name closed
+    assert guard.banned('    df["') == [] and guard.banned('    x = df["') == []
+    assert guard.banned(start + "X") == [] and guard.banned('    df["x"] = df[i') == []
+    assert guard.banned(start + 'OBP"] + ') == []
+    # only the statement being written counts
+    assert _allowed(guard, start + 'OBP"]\n    df["y"] = df["') == SPELLING
+
+
+def test_the_second_column_of_a_computation_tried_is_held_after_its_first_and_operator() -> None:
     tried = ["df['SLG'] / df['OBP']", "df['RA'] - (df['W'] + 1e-09)", "df['BA'] * 2"]
-    guard = RepeatGuard(VOCABULARY, tried, allowed=["SLG", "OBP", "OOBP", "BA", "RA", "W"])
+    guard = ReadGuard(TokenIndex(TOKENS), tried, COLUMNS)
     start = '    df["power"] = df["SLG"] / '
-    assert _spelled(guard, start + 'df["') == {"OBP"}  # not `O`, `OOBP`: a column begins so
-    assert _spelled(guard, start + "(df['") == {"OBP"}  # however quoted and bracketed
-    assert _spelled(guard, start + 'df["O') == {"BP"}
-    assert _spelled(guard, start + "df[") == {'"OBP"]'}  # the quote in the token
-    # the guarded second column of a difference; a difference of other columns is free
-    assert _spelled(guard, '    df["x"] = df["RA"] - (df["') == {"W"}
-    assert guard.banned('    df["x"] = df["RA"] - df["SLG"] / df["') == []
-    # another operator, another first column, or not at the second column: nothing
-    assert guard.banned(start.replace("/", "*") + 'df["') == []
-    assert guard.banned('    df["x"] = df["OBP"] / df["') == []
-    assert guard.banned(start) == [] and guard.banned('    df["') == []
-    # a third operand is a new computation; so is `BA * 2` (not two columns): no guard
-    assert guard.banned(start + 'df["OBP"] + df["') == []
-    assert guard.banned('    df["x"] = df["BA"] * df["') == []
-    # only the statement being written counts: an earlier line's computation is done
-    assert guard.banned(start + 'df["BA"]\n    df["y"] = df["') == []
+    # not OBP, nor `OB` (no other column begins so); `O` still begins OOBP
+    assert _allowed(guard, start + 'df["') == SPELLING - {"OB", "OBP", 'OBP"]'}
+    assert _allowed(guard, start + "(df['") == SPELLING - {"OB", "OBP", 'OBP"]'}
+    assert _allowed(guard, start + 'df["O') == {"O", "OB", "OBP", 'OBP"]'}  # toward OOBP
+    assert _allowed(guard, start + "df[") == set(TOKENS) - {'"]', "'] ", '"OBP"]'}
+    # the guarded second column of a difference
+    assert "W" not in _allowed(guard, '    df["x"] = df["RA"] - (df["')
+    # another operator, another first column, a third operand: any column
+    assert _allowed(guard, start.replace("/", "*") + 'df["') == SPELLING
+    assert _allowed(guard, '    df["x"] = df["OBP"] / df["') == SPELLING
+    assert _allowed(guard, start + 'df["OBP"] + df["') == SPELLING
+    assert _allowed(guard, '    df["x"] = df["BA"] * df["') == SPELLING  # `BA * 2`: no pair
