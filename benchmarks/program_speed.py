@@ -41,10 +41,11 @@ from common.errors import UserError, error_exit
 from engine.records.runs import open_run
 from engine.search_run import task_context
 from fileio import write_atomic
+from operators.context import TaskContext
 from operators.kinds import kind_of
 from operators.kinds.features import MAX_TOKENS, STOP, reply_start
 from search.journal import Journal
-from search.node import Operator
+from search.node import Node, Operator
 from search.policy import Proposal
 
 # A busy core that stops when its parent does, even one killed by a signal (no `finally`).
@@ -67,24 +68,40 @@ def stored_prompts(run: Path, limit: int, max_tokens: int = MAX_TOKENS) -> list[
             for n in nodes[:limit]]
 
 
-def rebuilt_prompts(run: Path, limit: int, max_tokens: int = MAX_TOKENS) -> list[ChatPrompt]:
-    """The first `limit` feature-program prompts of `run` as today's engine writes them: each
-    from the run's journal as it stood before that program (the nodes of earlier steps), so a
-    change to the prompt's layout is measured on a run made before it."""
+@dataclasses.dataclass(frozen=True)
+class ProgramStep:
+    """One feature program of a stored run, with what today's engine would write its prompt
+    from: the task's context, the run's journal as it stood before the program (the nodes of
+    earlier steps) and the program's proposal."""
+
+    node: Node
+    ctx: TaskContext
+    before: Journal
+    proposal: Proposal
+
+
+def program_steps(run: Path, limit: int | None = None) -> list[ProgramStep]:
+    """The first `limit` (None: all) feature programs of `run`, in step order."""
     stored = open_run(run)
-    ctx = task_context(stored.task(), 0)
-    kind = kind_of(Operator.FEATURES)
     nodes = sorted(stored.journal.nodes_of(Operator.FEATURES), key=lambda n: n.step)[:limit]
     if not nodes:
         raise UserError(f"run {run} has no feature program: run a search with the LLM (not "
                         "--llm none) first")
-    prompts = []
-    for node in nodes:
-        before = Journal([n for n in stored.journal.nodes if n.step < node.step])
-        proposal = Proposal(Operator.FEATURES, node.parent_id, node.temperature)
-        prompts.append(dataclasses.replace(kind.prompt(ctx, proposal, before), seed=node.step,
-                                           max_tokens=max_tokens))
-    return prompts
+    ctx = task_context(stored.task(), 0)
+    return [ProgramStep(node, ctx, Journal([n for n in stored.journal.nodes
+                                            if n.step < node.step]),
+                        Proposal(Operator.FEATURES, node.parent_id, node.temperature))
+            for node in nodes]
+
+
+def rebuilt_prompts(run: Path, limit: int, max_tokens: int = MAX_TOKENS) -> list[ChatPrompt]:
+    """The first `limit` feature-program prompts of `run` as today's engine writes them: each
+    from the run's journal as it stood before that program, so a change to the prompt's
+    layout is measured on a run made before it."""
+    kind = kind_of(Operator.FEATURES)
+    return [dataclasses.replace(kind.prompt(step.ctx, step.proposal, step.before),
+                                seed=step.node.step, max_tokens=max_tokens)
+            for step in program_steps(run, limit)]
 
 
 @contextmanager
