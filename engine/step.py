@@ -178,7 +178,14 @@ class Step:
             # The code call must ask for what was reflected on.
             self.proposal = self.kind.pinned(self.proposal, search.journal)
             return kind_of(Operator.REFLECT).prompt(search.ctx, self.proposal, search.journal)
-        return self.kind.prompt(search.ctx, self.proposal, search.journal, self.reflection)
+        return self.kind.steered(
+            self.kind.prompt(search.ctx, self.proposal, search.journal, self.reflection),
+            self._siblings())
+
+    def _siblings(self) -> list[str]:
+        """The code of the steps of this operator on this parent that is queued or running."""
+        return [r.code for r in self.search.running.values()
+                if r.operator is self.operator and r.parent_id == self.proposal.parent_id]
 
     def _engine_code(self) -> None:
         if self.operator.traits.combines:
@@ -260,8 +267,7 @@ class Step:
             self._finish(Status.BUGGY,
                          error=f"duplicate of node {twin}: identical code, not run again")
             return
-        siblings = [r.code for r in search.running.values()
-                    if r.operator is self.operator and r.parent_id == self.proposal.parent_id]
+        siblings = self._siblings()
         repeated = (self.kind.repeats(self.code, siblings)
                     if siblings and search.skip_duplicates else "")
         if repeated:

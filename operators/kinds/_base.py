@@ -74,6 +74,12 @@ class OperatorKind:
         hash, before this."""
         return ""
 
+    def steered(self, prompt: ChatPrompt, siblings: Sequence[str]) -> ChatPrompt:
+        """The prompt with what its siblings' code (the same operator on the same parent,
+        queued or running now) already does kept off its reply's decoding, where a backend
+        can steer it (ChatPrompt.never_computations); as it is by default."""
+        return prompt
+
     def engine_code(self, ctx: TaskContext, proposal: Proposal, journal: Journal) -> EngineCode:
         raise ValueError(f"operator {self.operator} is not engine-written")
 

@@ -13,6 +13,7 @@ described in words: their statements begin the reply (`reply_start`).
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections.abc import Sequence
 
 from common.chat import ChatPrompt
@@ -305,6 +306,17 @@ class Features(FloorKind):
                    for value in program_computations(sibling).values()}
         return _only_repeats(list(program_computations(code).values()), running,
                              "a program now being scored on this feature set computes")
+
+    def steered(self, prompt: ChatPrompt, siblings: Sequence[str]) -> ChatPrompt:
+        """A program scored and not kept is in the prompt's computations tried; one still
+        being scored when the LLM is asked is not yet in the journal, so it is added here:
+        the model writes its next program while the last is scored, and the twelfth
+        measurement's first runs wrote 3 of their 22 programs again that way (`a2ce88f`)."""
+        running = {value for code in siblings for value in program_computations(code).values()}
+        if not running - set(prompt.never_computations):
+            return prompt
+        return dataclasses.replace(prompt, never_computations=tuple(
+            sorted(running | set(prompt.never_computations))))
 
     def assembled(self, code: str, ctx: TaskContext, proposal: Proposal,
                   journal: Journal) -> EngineCode:
