@@ -32,10 +32,12 @@ from collections.abc import Sequence
 _OPEN_NAME = re.compile(r"""\[\s*(['"]?)([^'"\n]*)$""")
 _QUOTE = re.compile(r"""['"]""")
 # A computation of two columns as Python writes it (`operators.features.computations`):
-# `df['a'] / df['b']`, or with the second guarded, `df['a'] / (df['b'] + 1e-09)`.
+# `df['a'] / df['b']`, with the second guarded, `df['a'] / (df['b'] + 1e-09)`, or the guard
+# misplaced, `df['a'] / df['b'] + 1e-09` (concrete's twelfth-measurement run scored both
+# `ash / water` forms, at the same gain).
 _TWO_COLUMNS = re.compile(r"""df\[(['"])(?P<first>.+?)\1\] (?P<op>[-+*/]) """
                           r"""(?:\(df\[(['"])(?P<guarded>.+?)\4\] \+ [0-9.e-]+\)"""
-                          r"""|df\[(['"])(?P<second>.+?)\6\])""")
+                          r"""|df\[(['"])(?P<second>.+?)\6\](?: \+ [0-9.e-]+)?)""")
 # A statement that assigns a column (`    df["x"] = ...`): what it computes is its value.
 _ASSIGNED = re.compile(r"""\s*df\[\s*(['"]).*?\1\s*\]\s*=(?!=)(?P<value>.*)$""")
 # A column's name being read at the end of a value: after `df[`, and a quote once written.

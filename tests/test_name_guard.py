@@ -82,7 +82,8 @@ def test_a_column_read_must_be_one_the_rows_have_from_its_first_letter() -> None
 
 
 def test_the_second_column_of_a_computation_tried_is_held_after_its_first_and_operator() -> None:
-    tried = ["df['SLG'] / df['OBP']", "df['RA'] - (df['W'] + 1e-09)", "df['BA'] * 2"]
+    tried = ["df['SLG'] / df['OBP']", "df['RA'] - (df['W'] + 1e-09)", "df['BA'] * 2",
+             "df['W'] / df['RA'] + 1e-09"]
     guard = ReadGuard(TokenIndex(TOKENS), tried, COLUMNS)
     start = '    df["power"] = df["SLG"] / '
     # not OBP, nor `OB` (no other column begins so); `O` still begins OOBP
@@ -92,6 +93,7 @@ def test_the_second_column_of_a_computation_tried_is_held_after_its_first_and_op
     assert _allowed(guard, start + "df[") == set(TOKENS) - {'"]', "'] ", '"OBP"]'}
     # the guarded second column of a difference
     assert "W" not in _allowed(guard, '    df["x"] = df["RA"] - (df["')
+    assert "RA" not in _allowed(guard, '    df["x"] = df["W"] / df["')  # its guard misplaced
     # another operator, another first column, a third operand: any column
     assert _allowed(guard, start.replace("/", "*") + 'df["') == SPELLING
     assert _allowed(guard, '    df["x"] = df["OBP"] / df["') == SPELLING
