@@ -117,8 +117,8 @@ class TokenIndex:
             self._ids.setdefault(text, []).append(i)
         self._texts = sorted(self._ids)
         # the tokens that open a name with its quote (after `df[`)
-        self.opening = frozenset(i for text, ids in self._ids.items() if text[:1] in "'\""
-                                 for i in ids)
+        self.opening = frozenset(i for text, ids in self._ids.items()
+                                 if _quoted(text) is not None for i in ids)
 
     def exactly(self, text: str) -> list[int]:
         return self._ids.get(text, [])

@@ -34,12 +34,13 @@ from common.chat import ChatPrompt, Reply
 from common.errors import UserError, error_exit
 from fileio import write_atomic
 from operators.kinds import kind_of
+from operators.kinds.features import REPEATS
 from search.node import Operator
 
 ARMS = ("guarded", "unguarded")
 OUTCOMES = ("runs", "repeat", "unknown column", "other refusal")
-# What the step's refusal of a repeat says (operators.kinds.features._only_repeats).
-REPEAT = "it computes what"
+# What the checks' refusal of a column the rows lack says (operators.features.check_program
+# on the text, and its check on the rows).
 UNKNOWN_COLUMN = "the rows do not have"
 
 
@@ -47,7 +48,7 @@ def outcome(problem: str) -> str:
     """A reply's fate from what `Features.read` says of it ("" when it would run)."""
     if not problem:
         return "runs"
-    if REPEAT in problem:
+    if REPEATS in problem:
         return "repeat"
     return "unknown column" if UNKNOWN_COLUMN in problem else "other refusal"
 
@@ -90,7 +91,7 @@ def table(records: Sequence[dict[str, object]]) -> str:
 def chosen(run: Path, every: bool) -> list[ProgramStep]:
     """The run's programs to replay: those refused as repeats, or all of them."""
     steps = program_steps(run)
-    return steps if every else [s for s in steps if REPEAT in s.node.error]
+    return steps if every else [s for s in steps if REPEATS in s.node.error]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,7 +34,8 @@ class ChatPrompt:
     column_names: tuple[str, ...] = ()
     # Computations already tried (values as `operators.features.computations` writes them):
     # the same backends mask the second column of a computation of two columns that would make
-    # one of them again (actors.name_guard.RepeatGuard); the checks refuse what gets through.
+    # one of them again, and a column read that is not among column_names
+    # (actors.name_guard.ReadGuard); the checks refuse what gets through.
     never_computations: tuple[str, ...] = ()
 
 

@@ -202,13 +202,22 @@ def scored_computations(journal: Journal, parent_id: str | None) -> set[str]:
             for value in program_computations(node.code).values()}
 
 
+# How the refusal of a program that only repeats computations begins (after REJECTED).
+REPEATS = "it computes what"
+
+
 def _only_repeats(computed: Sequence[str], before: set[str], where: str) -> str:
     """The refusal of a program whose computations (in its order) were all computed `where`
     already (`before`); "" for one that computes something new, or nothing it can name."""
     if not computed or not set(computed) <= before:
         return ""
     done = "; ".join(in_words(v) for v in computed)
-    return f"{REJECTED} it computes what {where} ({done}): compute something new"
+    return f"{REJECTED} {REPEATS} {where} ({done}): compute something new"
+
+
+def _computed_by(codes: Sequence[str]) -> set[str]:
+    """What the own programs of the nodes with these codes compute."""
+    return {value for code in codes for value in program_computations(code).values()}
 
 
 def chain_programs(journal: Journal, parent_id: str | None) -> list[str]:
@@ -302,9 +311,7 @@ class Features(FloorKind):
         the scored-there rule of `read` for a reply that arrives while the first copy is still
         being scored (in the tenth measurement penguins kept one ratio twice on one set, the
         second written while the first was being scored)."""
-        running = {value for sibling in siblings
-                   for value in program_computations(sibling).values()}
-        return _only_repeats(list(program_computations(code).values()), running,
+        return _only_repeats(list(program_computations(code).values()), _computed_by(siblings),
                              "a program now being scored on this feature set computes")
 
     def steered(self, prompt: ChatPrompt, siblings: Sequence[str]) -> ChatPrompt:
@@ -312,7 +319,7 @@ class Features(FloorKind):
         being scored when the LLM is asked is not yet in the journal, so it is added here:
         the model writes its next program while the last is scored, and the twelfth
         measurement's first runs wrote 3 of their 22 programs again that way (`a2ce88f`)."""
-        running = {value for code in siblings for value in program_computations(code).values()}
+        running = _computed_by(siblings)
         if not running - set(prompt.never_computations):
             return prompt
         return dataclasses.replace(prompt, never_computations=tuple(
