@@ -197,9 +197,8 @@ def scored_computations(journal: Journal, parent_id: str | None) -> set[str]:
     second written while the first was being scored. Names alone say too little: the model
     names most of its columns alike (`strength_ratio` for 8 different computations in one
     concrete run)."""
-    return {value for node in journal.nodes_of(Operator.FEATURES)
-            if node.parent_id == parent_id and gate_of(node) is not None
-            for value in program_computations(node.code).values()}
+    return _computed_by([node.code for node in journal.nodes_of(Operator.FEATURES)
+                         if node.parent_id == parent_id and gate_of(node) is not None])
 
 
 # How the refusal of a program that only repeats computations begins (after REJECTED).
