@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from actors.model_assets import MODEL_NAME, embedded_model_path
-from actors.name_guard import NameGuard, ReadGuard, TokenIndex
+from actors.name_guard import NameGuard, ReadGuard, TokenIndex, WriteGuard
 from common.chat import ChatPrompt, Reply
 from common.errors import BackendError
 
@@ -30,6 +30,12 @@ _TEMPLATE_TOKENS_FIXED = 32
 # partial name): a run's prompts share one target and a few chains of columns, and the
 # computations tried on a feature set stay the same until its next program is scored.
 _GUARDS_KEPT = 8
+
+
+def _keep_newest(cache: dict[Any, Any]) -> None:
+    """Drop all but the _GUARDS_KEPT newest guards: each prompt's names make their own."""
+    for key in list(cache)[:-_GUARDS_KEPT]:
+        del cache[key]
 
 
 class LlamaLLM:
@@ -111,7 +117,8 @@ class LlamaLLM:
         self._lock = threading.Lock()
         self._vocabulary: list[str] = []  # each token's text, read on the first guarded reply
         self._guards: dict[tuple[tuple[str, ...], tuple[str, ...]], NameGuard] = {}
-        self._read_guards: dict[tuple[tuple[str, ...], tuple[str, ...]], ReadGuard] = {}
+        self._statement_guards: dict[tuple[tuple[str, ...], ...],
+                                     tuple[ReadGuard, WriteGuard]] = {}
         self._tokens: TokenIndex | None = None  # the vocabulary by text, for the read guards
 
     def generate(self, prompts: list[ChatPrompt]) -> list[Reply]:
@@ -166,9 +173,9 @@ class LlamaLLM:
 
     def _name_guard(self, prompt: ChatPrompt, prompt_tokens: int) -> Any:
         """A logits processor that masks the tokens spelling one of the prompt's never-names
-        inside a column's name, and those making a column read one the rows do not have or
-        a computation already tried again (actors.name_guard), reading what the reply has
-        written."""
+        inside a column's name, those making a column read one the rows do not have, a
+        computation already tried again or arithmetic on text, and those assigning a kept
+        program's column again (actors.name_guard), reading what the reply has written."""
         from llama_cpp import LogitsProcessorList
 
         if not self._vocabulary:  # 151,000 tokens for Qwen2.5: about a second, once
@@ -177,15 +184,17 @@ class LlamaLLM:
         names = (prompt.never_names, prompt.column_names)
         if names not in self._guards:
             self._guards[names] = NameGuard(self._vocabulary, *names)
-        reads = (prompt.never_computations, prompt.column_names)
-        if reads not in self._read_guards:
+        statements = (prompt.never_computations, prompt.column_names, prompt.text_names,
+                      prompt.kept_names)
+        if statements not in self._statement_guards:
             if self._tokens is None:
                 self._tokens = TokenIndex(self._vocabulary)
-            self._read_guards[reads] = ReadGuard(self._tokens, *reads)
-        guards = [self._guards[names].banned, self._read_guards[reads].banned]
-        for cache in (self._guards, self._read_guards):
-            while len(cache) > _GUARDS_KEPT:
-                cache.pop(next(iter(cache)))
+            self._statement_guards[statements] = (ReadGuard(self._tokens, *statements[:3]),
+                                             WriteGuard(self._tokens, prompt.kept_names))
+        reads, writes = self._statement_guards[statements]
+        guards = [self._guards[names].banned, reads.banned, writes.banned]
+        _keep_newest(self._guards)
+        _keep_newest(self._statement_guards)
         start = prompt.reply_start
 
         def mask(input_ids: Any, scores: Any) -> Any:

@@ -6,8 +6,12 @@ they would refuse, each an LLM call counted against `--llm-patience`):
   target), nor begun by 3 of its letters, inside `df["...`; the new column's name is free text,
   so only those.
 - `ReadGuard`: in what a statement computes (after its `=`), a column it reads must be one the
-  rows have (ChatPrompt.column_names), and after `df["a"] / df["` not the second column of a
-  computation of two columns already tried on the set (ChatPrompt.never_computations).
+  rows have (ChatPrompt.column_names); after `df["a"] / df["` not `a` again, nor the second
+  column of a computation of two columns already tried on the set
+  (ChatPrompt.never_computations); after `-`, `*`, `/` or `%` not a text column
+  (ChatPrompt.text_names), and after a text column none of those.
+- `WriteGuard`: the column a statement assigns may not be one the set's kept programs add
+  (ChatPrompt.kept_names): the checks drop such a statement.
 
 Why: on concrete, 7 of a run's 10 programs read the target `strength` (and named a column
 after it) at `4560f8f`, each refused, though the prompt names the target and says a program
@@ -17,8 +21,11 @@ repeats of a computation already scored on their feature set, most of them a rat
 difference, sum or product of two columns (moneyball's fold 1 wrote `SLG / OBP` five times in
 12 programs), and 5 for a column the rows do not have. Masking only the repeated column's
 whole name, the model wrote its first letters and then another name (`SLG / OBG`): so a read
-column is held to the names the rows have from its first letter. Pure: the backend gives it
-the model's vocabulary, each token as text.
+column is held to the names the rows have from its first letter. In the twelfth
+measurement's first runs (`2ac7ee0`), penguins' fold 0 had 7 of 26 programs refused for
+assigning a kept program's column again, credit-g's fold 0 3 of 11 for arithmetic on a text
+column, and concrete wrote a column divided by itself. Pure: the backend gives it the model's
+vocabulary, each token as text.
 """
 
 from __future__ import annotations
@@ -42,10 +49,18 @@ _TWO_COLUMNS = re.compile(r"""df\[(['"])(?P<first>.+?)\1\] (?P<op>[-+*/]) """
 _ASSIGNED = re.compile(r"""\s*df\[\s*(['"]).*?\1\s*\]\s*=(?!=)(?P<value>.*)$""")
 # A column's name being read at the end of a value: after `df[`, and a quote once written.
 _READ_NAME = re.compile(r"""\bdf\[\s*(['"]?)([^'"\n\]]*)$""")
+# ... right after such an operator (_OPERATORS): `* df["`, `/ (df["`.
+_OPERAND = re.compile(r"""[-*/%]\s*\(?\s*df\[\s*['"]?[^'"\n\]]*$""")
+# A column read just closed, at the end of a value: `df["a"]`.
+_CLOSED_READ = re.compile(r"""\bdf\[\s*(['"])([^'"\n]+)\1\s*\]\s*$""")
+# The name of the column a statement assigns, being written: `    df["` and what follows.
+_ASSIGNING = re.compile(r"""^\s*df\[\s*(['"]?)([^'"\n\]]*)$""")
 # The statement being written has begun such a computation and is writing its second
 # column's name: `df["x"] = df["a"] / (df["` and what follows, however spaced.
 _WRITING_SECOND = re.compile(r"""^\s*\(?\s*df\[\s*(['"])(?P<first>[^'"\n]+)\1\s*\]\s*"""
                              r"""(?P<op>[-+*/])\s*\(?\s*df\[\s*['"]?[^'"\n]*$""")
+# Operators that raise on text (`+` joins two labels, which the checks allow).
+_OPERATORS = tuple("-*/%")
 # A name begun with fewer letters of a never-name than this (or the whole of a shorter one)
 # is left alone: `qu` may begin `quantity` as well as the target `quality`.
 MIN_LETTERS = 3
@@ -119,6 +134,9 @@ class TokenIndex:
         # the tokens that open a name with its quote (after `df[`)
         self.opening = frozenset(i for text, ids in self._ids.items()
                                  if _quoted(text) is not None for i in ids)
+        # the tokens that begin with an operator that raises on text (after a column read)
+        self.arithmetic = sorted(i for text, ids in self._ids.items()
+                                 if text.lstrip()[:1] in _OPERATORS for i in ids)
 
     def exactly(self, text: str) -> list[int]:
         return self._ids.get(text, [])
@@ -135,15 +153,18 @@ class TokenIndex:
 
 class ReadGuard:
     """The tokens that would make a column that the statement being written reads (after its
-    `=`, inside `df["...`) one that is not among `columns`, or, right after the first column
-    and operator of a computation of two columns among `computations` (`df["a"] / df["`),
-    its second column. Masked by what they would spell from the name's first letter: up to
-    a closing quote the name must be a column, and before one begin a column."""
+    `=`, inside `df["...`) one that is not among `columns`; right after the first column
+    and operator of a computation of two columns (`df["a"] / df["`), the first again or
+    the second of one among `computations`; right after `-`, `*`, `/` or `%`, one of
+    `text`; and right after one of `text`, one of those operators. Names are masked by what
+    they would spell from their first letter: up to a closing quote the name must be a
+    column, and before one begin a column."""
 
     def __init__(self, tokens: TokenIndex, computations: Sequence[str],
-                 columns: Sequence[str]) -> None:
+                 columns: Sequence[str], text: Sequence[str] = ()) -> None:
         self._tokens = tokens
         self._columns = list(dict.fromkeys(columns))
+        self._text = frozenset(text)
         self._seconds: dict[tuple[str, str], set[str]] = {}
         for value in computations:
             match = _TWO_COLUMNS.fullmatch(value)
@@ -153,23 +174,31 @@ class ReadGuard:
         self._banned: dict[tuple[str, str, frozenset[str]], list[int]] = {}
 
     def banned(self, written: str) -> list[int]:
-        """Token ids that may not come next at the end of `written`; [] outside the name of
-        a column that a statement's computation reads."""
+        """Token ids that may not come next at the end of `written`; [] outside what a
+        statement's computation reads, and after what it reads but a text column."""
         statement = _ASSIGNED.match(written[written.rfind("\n") + 1:])
-        name = statement and _READ_NAME.search(statement["value"])
-        if not statement or not name:
+        if not statement:
+            return []
+        value = statement["value"]
+        closed = _CLOSED_READ.search(value)
+        if closed:
+            return self._tokens.arithmetic if closed[2] in self._text else []
+        name = _READ_NAME.search(value)
+        if not name:
             return []
         quote, partial = name.groups()
         if not quote and partial:
             return []  # `df[name`: a variable, not a column's name
-        second = _WRITING_SECOND.search(statement["value"])
-        tried = frozenset(self._seconds.get((second["first"], second["op"]), ())
-                          if second else ())
-        key = (quote, partial, tried)
+        second = _WRITING_SECOND.search(value)
+        held = frozenset({second["first"], *self._seconds.get((second["first"], second["op"]),
+                                                             ())} if second else ())
+        if _OPERAND.search(value):
+            held |= self._text
+        key = (quote, partial, held)
         if key not in self._banned:
-            names = [c for c in self._columns if c not in tried and c.startswith(partial)]
+            names = [c for c in self._columns if c not in held and c.startswith(partial)]
             allowed = self._spelling(names, partial, quote)
-            # begun otherwise than any column (or only a tried one): too late, the checks
+            # begun otherwise than any column (or only a held one): too late, the checks
             # refuse it; after `df[` only the tokens that open the name are held
             self._banned[key] = [] if not names else \
                 sorted(set(range(self._tokens.size)) - allowed) if quote else \
@@ -186,6 +215,39 @@ class ReadGuard:
                 allowed.update(self._tokens.exactly(lead) if lead else ())  # `df[` + quote
                 for end in range(1, len(rest) + 1):
                     allowed.update(self._tokens.exactly(lead + rest[:end]))
-                for closing in ("'", '"'):
-                    allowed.update(self._tokens.starting(lead + rest + closing))
+                # the quote it opened with: the other would go on with the string
+                allowed.update(self._tokens.starting(lead + rest + (quote or lead)))
         return allowed
+
+
+class WriteGuard:
+    """The tokens that would close the name of the column a statement assigns (`    df["...`
+    at the start of a line) as one of `kept`, the columns the feature set's kept programs
+    add. The name is free text otherwise."""
+
+    def __init__(self, tokens: TokenIndex, kept: Sequence[str]) -> None:
+        self._tokens = tokens
+        self._kept = list(dict.fromkeys(kept))
+        self._banned: dict[str, list[int]] = {}
+
+    def banned(self, written: str) -> list[int]:
+        """Token ids that may not come next at the end of `written`; [] outside the name of
+        the column a statement assigns."""
+        name = _ASSIGNING.match(written[written.rfind("\n") + 1:]) if self._kept else None
+        if not name:
+            return []
+        quote, partial = name.groups()
+        if not quote and partial:
+            return []  # `df[name`: a variable
+        key = quote + partial
+        if key not in self._banned:
+            ids: set[int] = set()
+            for kept in self._kept:
+                if kept.startswith(partial):
+                    rest = kept[len(partial):]
+                    for lead in (quote,) if quote else ("'", '"'):
+                        opened = "" if quote else lead  # in the token, or written before it
+                        for closing in ("'", '"'):  # the other quote: a name gone wrong
+                            ids.update(self._tokens.starting(opened + rest + closing))
+            self._banned[key] = sorted(ids)
+        return self._banned[key]

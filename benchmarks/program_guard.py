@@ -4,13 +4,15 @@ refuse? (issue 42: each refused program is an LLM call counted against `--llm-pa
     python -m benchmarks.program_guard RUN [RUN ...] [--all] [--out DIR]
 
 For each run, the feature programs it saw refused as repeats of a computation scored on their
-feature set (with `--all`, every program it asked for). Each one's prompt is written as today's
+feature set (with `--refused`, every program the checks refused; with `--all`, every program
+it asked for). Each one's prompt is written as today's
 engine writes it, from the run's journal as it stood before that program
 (`benchmarks.program_speed.program_steps`; a program still being scored then counts as scored),
 and answered by the embedded model twice, at the program's temperature and a seed of its step:
 with the guards today's engine asks for (`actors.name_guard`: the target's name anywhere, the
-columns a computation reads, the second column of a pair already tried) and with none (the
-prompt's never_names, column_names and never_computations emptied). Today's engine reads each
+columns a computation reads, the second column of a pair already tried, text kept out of
+arithmetic, a kept column not assigned again) and with none (the prompt's never_names,
+column_names, never_computations, text_names and kept_names emptied). Today's engine reads each
 reply as the step would (`Features.read`: the checks on its text): it would run, or it is
 refused as a repeat, for a column the rows lack, or for another reason.
 
@@ -36,6 +38,7 @@ from fileio import write_atomic
 from operators.kinds import kind_of
 from operators.kinds.features import REPEATS
 from search.node import Operator
+from search.programs import REJECTED
 
 ARMS = ("guarded", "unguarded")
 OUTCOMES = ("runs", "repeat", "unknown column", "other refusal")
@@ -55,7 +58,8 @@ def outcome(problem: str) -> str:
 
 def unguarded(prompt: ChatPrompt) -> ChatPrompt:
     """The prompt with nothing for the backend to steer its decoding by."""
-    return dataclasses.replace(prompt, never_names=(), column_names=(), never_computations=())
+    return dataclasses.replace(prompt, never_names=(), column_names=(), never_computations=(),
+                               text_names=(), kept_names=())
 
 
 def replayed(steps: Sequence[ProgramStep],
@@ -88,10 +92,14 @@ def table(records: Sequence[dict[str, object]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def chosen(run: Path, every: bool) -> list[ProgramStep]:
-    """The run's programs to replay: those refused as repeats, or all of them."""
+def chosen(run: Path, which: str) -> list[ProgramStep]:
+    """The run's programs to replay: those refused as repeats ("repeats"), those refused by
+    the checks ("refused"), or all of them ("all")."""
     steps = program_steps(run)
-    return steps if every else [s for s in steps if REPEATS in s.node.error]
+    if which == "all":
+        return steps
+    refusal = REPEATS if which == "repeats" else REJECTED
+    return [s for s in steps if refusal in s.node.error]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,16 +107,20 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path, nargs="+",
                         help="run directories (runs/<id>) whose search wrote feature programs")
-    parser.add_argument("--all", action="store_true",
-                        help="replay every feature program, not only those refused as repeats")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--all", action="store_const", const="all", dest="which",
+                       default="repeats",
+                       help="replay every feature program, not only those refused as repeats")
+    which.add_argument("--refused", action="store_const", const="refused", dest="which",
+                       help="replay every feature program the checks refused, for any reason")
     add_shared_flags(parser, out="runs/program-guard",
                      out_help="program_guard.md and program_guard.jsonl go here")
     args = parser.parse_args(argv)
     try:
-        steps = {run: chosen(run, args.all) for run in args.runs}
+        steps = {run: chosen(run, args.which) for run in args.runs}
         if not any(steps.values()):
-            raise UserError("none of the runs saw a program refused as a repeat: pass --all to "
-                            "replay every program")
+            raise UserError(f"none of the runs has a program to replay ({args.which}): pass "
+                            "--all to replay every program")
         from actors.llama_backend import LlamaLLM
 
         records: list[dict[str, object]] = []

@@ -37,6 +37,11 @@ class ChatPrompt:
     # one of them again, and a column read that is not among column_names
     # (actors.name_guard.ReadGuard); the checks refuse what gets through.
     never_computations: tuple[str, ...] = ()
+    # Of column_names, those that hold text, which the same backends keep out of arithmetic
+    # (ReadGuard), and those the feature set's kept programs add, which a statement may not
+    # assign again (WriteGuard); the checks refuse or drop what gets through.
+    text_names: tuple[str, ...] = ()
+    kept_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -449,8 +449,8 @@ def test_a_program_computing_what_was_scored_there_kept_or_not_is_refused() -> N
     renamed = ("def add_features(df):\n"
                "    df['room_area'] = df['area']/(df['rooms'] + 1e-9)\n    return df\n")
     assert kind.read(f"```python\n{renamed}```", ctx, root, journal).problem == (
-        f"{REJECTED} it computes what was already scored on this feature set "
-        "(area / (rooms + 1e-09)): compute something new")
+        f"{REJECTED} it computes what was already scored on this feature set or is one of its "
+        "columns (area / (rooms + 1e-09)): compute something new")
     new_under_old_name = SCORED_PROGRAM.replace('(df["rooms"] + 1e-9)', 'df["built"]')
     assert kind.read(f"```python\n{new_under_old_name}```", ctx, root, journal).problem == ""
     on_chain = dataclasses.replace(root, parent_id="k1")
@@ -461,7 +461,7 @@ def test_a_program_computing_what_was_scored_there_kept_or_not_is_refused() -> N
     prompt = kind.prompt(ctx, root, journal)
     assert "- not kept: area / (rooms + 1e-09) (gain -0.1)\n" in prompt.messages[-1]["content"]
     # and the embedded backend's decoding is steered off writing it again there
-    # (actors.name_guard.RepeatGuard), not on the chain where it was not scored
+    # (actors.name_guard.ReadGuard), not on the chain where it was not scored
     assert prompt.never_computations == ("df['area'] / (df['rooms'] + 1e-09)",)
     assert kind.prompt(ctx, on_chain, journal).never_computations == ()
     # kept there is scored there too: a second program (written while the first was being
@@ -513,6 +513,18 @@ def test_a_program_on_a_chain_begins_after_every_kept_statement_and_may_not_only
     assert kind.read(f"```python\n{drops}```", ctx, on_chain, journal).problem == ""
     only_drop = 'def add_features(df):\n    return df.drop(columns=["built"])\n'
     assert kind.read(f"```python\n{only_drop}```", ctx, raw, journal).problem == ""
+    # Under new names, what the chain computes adds nothing the set lacks.
+    renamed = repeat.replace("area_per_room", "room_size").replace("rooms_x_area", "size")
+    assert kind.read(f"```python\n{renamed}```", ctx, on_chain, journal).problem.startswith(
+        f"{REJECTED} it computes what was already scored on this feature set or is one of its "
+        "columns")
+    # The embedded backend's decoding is steered off both (actors.name_guard): the kept
+    # columns' names as what a statement assigns, their computations, text in arithmetic.
+    prompt = kind.prompt(dataclasses.replace(ctx, text_columns=("city",)), on_chain, journal)
+    assert prompt.kept_names == ("area_per_room", "rooms_x_area")
+    assert prompt.never_computations == ("df['area'] / df['rooms']", "df['rooms'] * df['area']")
+    assert prompt.text_names == ("city",)
+    assert kind.prompt(ctx, raw, journal).kept_names == ()
 
 
 def test_the_prompt_names_the_columns_no_program_has_read_yet() -> None:

@@ -26,7 +26,14 @@ from actors.model_assets import MODEL_NAME
 from common.chat import ChatPrompt
 from common.errors import BackendError
 from operators.context import TaskContext
-from operators.features import columns_read, completed, computations, program_source
+from operators.features import (
+    assigned_columns,
+    columns_read,
+    completed,
+    computations,
+    program_source,
+    without_text_arithmetic,
+)
 from operators.kinds import kind_of
 from operators.kinds.features import MAX_TOKENS
 from operators.models import model_code
@@ -211,6 +218,32 @@ def test_a_computation_tried_is_not_written_again_even_when_asked_for(llm: Llama
     assert again and tried not in again.values(), kept_off.text
     # and what it reads instead is a column the rows have
     assert columns_read(completed(program_source(kept_off.text))) <= {"cement", "water", "age"}
+
+
+@pytest.mark.slow
+def test_text_stays_out_of_arithmetic_and_a_kept_column_is_not_assigned_again(
+        llm: LlamaLLM) -> None:
+    # Asked outright to divide by a text column and to name the result as a kept column, the
+    # model does both unguarded; with the prompt's text and kept names it does neither
+    # (actors.name_guard.ReadGuard, WriteGuard).
+    asked = ChatPrompt(
+        messages=[{"role": "user", "content": (
+            "Columns: credit_amount, job (text), age, amount_per_age. Write add_features(df) "
+            'that adds df["amount_per_age"] = df["credit_amount"] / df["job"], in one '
+            "```python block.")}],
+        max_tokens=32, temperature=0.0, seed=3, stop=["\n    return"],
+        reply_start="```python\ndef add_features(df):\n    df",
+        column_names=("credit_amount", "job", "age", "amount_per_age"))
+    [free] = llm.generate([asked])
+    [kept_off] = llm.generate([dataclasses.replace(asked, text_names=("job",),
+                                                   kept_names=("amount_per_age",))])
+    free_source = completed(program_source(free.text))
+    assert without_text_arithmetic(free_source, ["job"])[1] == ["job"], free.text
+    assert "amount_per_age" in assigned_columns(ast.parse(free_source)), free.text
+    guarded_source = completed(program_source(kept_off.text))
+    assert without_text_arithmetic(guarded_source, ["job"])[1] == [], kept_off.text
+    written = assigned_columns(ast.parse(guarded_source))
+    assert written and "amount_per_age" not in written, kept_off.text
 
 
 @pytest.mark.slow

@@ -25,7 +25,7 @@ PROGRAM = f'def add_features(df):\n    df["r"] = {RATIO}\n    return df\n'
 
 def _run(monkeypatch: pytest.MonkeyPatch) -> None:
     """A stored run: a ratio scored and not kept on the columns as they are, then a program
-    refused for computing it again, then one that ran."""
+    refused for computing it again, one that ran, and one refused for arithmetic on text."""
     scored = dataclasses.replace(
         make_node("f2", None, operator=Operator.FEATURES, step=2),
         code=f"FEATURE_PROGRAMS = [{PROGRAM!r}]\n",
@@ -35,7 +35,11 @@ def _run(monkeypatch: pytest.MonkeyPatch) -> None:
         error=f"{REJECTED} it computes what was already scored on this feature set (area / "
               "rooms): compute something new")
     ran = make_node("f4", None, operator=Operator.FEATURES, step=4)
-    journal = Journal([make_node("b", operator=Operator.BASELINE, step=1), scored, refused, ran])
+    on_text = dataclasses.replace(
+        make_node("f5", None, operator=Operator.FEATURES, step=5, status=Status.BUGGY),
+        error=f"{REJECTED} it does arithmetic on text (built), which fails on the rows")
+    journal = Journal([make_node("b", operator=Operator.BASELINE, step=1), scored, refused, ran,
+                       on_text])
     monkeypatch.setattr(speed, "open_run", lambda run: SimpleNamespace(
         journal=journal, task=lambda: SimpleNamespace()))
     monkeypatch.setattr(speed, "task_context", lambda task, seed: TaskContext(
@@ -46,9 +50,10 @@ def _run(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_refused_programs_are_asked_again_with_and_without_the_guards(
         monkeypatch: pytest.MonkeyPatch) -> None:
     _run(monkeypatch)
-    steps = guard.chosen(Path("run"), every=False)
+    steps = guard.chosen(Path("run"), "repeats")
     assert [s.node.node_id for s in steps] == ["f3"]
-    assert len(guard.chosen(Path("run"), every=True)) == 3
+    assert [s.node.node_id for s in guard.chosen(Path("run"), "refused")] == ["f3", "f5"]
+    assert len(guard.chosen(Path("run"), "all")) == 4
     asked: list[ChatPrompt] = []
 
     def generate(prompt: ChatPrompt) -> Reply:
@@ -90,7 +95,7 @@ def test_runs_without_a_refused_repeat_are_one_line_and_exit_2(
         make_node("f1", None, operator=Operator.FEATURES, step=1)]), task=lambda: None))
     assert guard.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
-    assert "none of the runs saw a program refused as a repeat" in err and "\n" not in err
+    assert "none of the runs has a program to replay (repeats)" in err and "\n" not in err
     assert not (tmp_path / "out").exists()
     # a run with no program at all says so
     monkeypatch.setattr(speed, "open_run", lambda run: SimpleNamespace(journal=Journal([])))

@@ -201,6 +201,15 @@ def scored_computations(journal: Journal, parent_id: str | None) -> set[str]:
                          if node.parent_id == parent_id and gate_of(node) is not None])
 
 
+def set_computations(journal: Journal, parent_id: str | None) -> set[str]:
+    """What was scored on `parent_id` (scored_computations) and what the kept programs of its
+    chain compute: a program computing only these, under new names, adds nothing the set
+    lacks."""
+    return scored_computations(journal, parent_id) | {
+        value for program in chain_programs(journal, parent_id)
+        for value in computations(program).values()}
+
+
 # How the refusal of a program that only repeats computations begins (after REJECTED).
 REPEATS = "it computes what"
 
@@ -258,8 +267,9 @@ class Features(FloorKind):
             max_tokens=MAX_TOKENS, temperature=proposal.temperature, seed=ctx.seed,
             tag=self.operator.value, stop=STOP,
             reply_start=reply_start(journal, proposal.parent_id), never_names=(ctx.target,),
-            column_names=columns,
-            never_computations=tuple(sorted(scored_computations(journal, proposal.parent_id))))
+            column_names=columns, text_names=ctx.text_columns,
+            kept_names=tuple(chain_columns(journal, proposal.parent_id)),
+            never_computations=tuple(sorted(set_computations(journal, proposal.parent_id))))
 
     def read(self, text: str, ctx: TaskContext, proposal: Proposal,
              journal: Journal) -> Parsed:
@@ -299,8 +309,9 @@ class Features(FloorKind):
             return Parsed("", trimmed, f"{REJECTED} {problem}")
         added = sorted(assigned_columns(ast.parse(trimmed)))
         computed = list(computations(trimmed).values())
-        repeated = _only_repeats(computed, scored_computations(journal, proposal.parent_id),
-                                 "was already scored on this feature set") if computed else ""
+        repeated = _only_repeats(computed, set_computations(journal, proposal.parent_id),
+                                 "was already scored on this feature set or is one of its "
+                                 "columns") if computed else ""
         if repeated:
             return Parsed("", trimmed, repeated)
         return Parsed(f"feature program adding {', '.join(added) or 'columns'}", trimmed, "")
