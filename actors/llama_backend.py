@@ -189,8 +189,10 @@ class LlamaLLM:
         if statements not in self._statement_guards:
             if self._tokens is None:
                 self._tokens = TokenIndex(self._vocabulary)
-            self._statement_guards[statements] = (ReadGuard(self._tokens, *statements[:3]),
-                                             WriteGuard(self._tokens, prompt.kept_names))
+            self._statement_guards[statements] = (
+                ReadGuard(self._tokens, prompt.never_computations, prompt.column_names,
+                          prompt.text_names),
+                WriteGuard(self._tokens, prompt.kept_names))
         reads, writes = self._statement_guards[statements]
         guards = [self._guards[names].banned, reads.banned, writes.banned]
         _keep_newest(self._guards)
