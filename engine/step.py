@@ -336,7 +336,7 @@ class Step:
                 train_raw = score_train(self.search.task, first.train_csv,
                                         self.search.dev_labels.iloc[learn])
                 if self.operator.traits.program:
-                    self._gate(predictions, added_columns(first.stdout_tail))
+                    self._gate(added_columns(first.stdout_tail))
         kept = None
         if predictions is not None and ALL_FOLDS in self._results:
             kept = fold_states(self._results[ALL_FOLDS][0].fitted)
@@ -365,11 +365,12 @@ class Step:
                 rows.append(part)
         return score_held_out(task, search.dev_labels.iloc[held], valid, rows, tests)
 
-    def _gate(self, predictions: HeldOut, added: tuple[str, ...]) -> None:
-        search, reference = self.search, self.proposal.idea
-        folds = search.fold_plan
+    def _gate(self, added: tuple[str, ...]) -> None:
+        search, folds = self.search, self.search.fold_plan
+        run = self._results.get(ALL_FOLDS)
         gate = program_gate(search.task, folds, search.dev_labels.iloc[folds.held_out],
-                            reference, predictions, search.predictions.get(reference), added)
+                            self.proposal.idea, added,
+                            run[0].gate_csv if run is not None else None)
         self.gate = gate.to_json()
 
     def lose(self, error: str) -> Done:

@@ -245,7 +245,7 @@ def harness_tail(ctx: TaskContext, all_folds: bool = False) -> str:
                 .replace("__MAGIC__", repr(MODEL_MAGIC)).replace("__FOLDS__", repr(FOLDS_MAGIC))
                 .replace("__CAP__", str(FOLD_MODELS_CAP)))
         return (_frame_function(ctx) + HARNESS_MEASURE + _indented(keep)
-                + _indented(_ALL_FOLDS_RUN))
+                + _indented(_GATE) + _indented(_ALL_FOLDS_RUN))
     return (
         _frame_function(ctx)
         + "def _write(pred, rows, path):\n"
@@ -302,12 +302,53 @@ for _treeml_fold in sorted(set(FOLDS[FOLDS >= 0].tolist())):
     _treeml_part = _treeml_frame(test_pred, len(X_test), "X_test")
     _treeml_part.insert(0, "fold", _treeml_fold)
     _treeml_test.append(_treeml_part)
+    if _treeml_gate is not None:
+        _treeml_gate_fold(_treeml_args, _treeml_out, _treeml_fold)
 os.makedirs("submission", exist_ok=True)
 pd.concat(_treeml_valid).sort_index().to_csv("submission/valid.csv", index=False)
 pd.concat(_treeml_test).to_csv("submission/test.csv", index=False)
 _treeml_measure.report(*_treeml_first)
 if _treeml_fold_models is not None:
     _treeml_keep_fold_models(_treeml_fold_models)
+if _treeml_gate is not None:
+    _treeml_gate_write()
+"""
+
+# A feature program's gate (operators/models.py gate_part): on every fold, each pair of
+# GATE_SEEDS fitted afresh, with and without the newest program. submission/gate.csv holds one
+# block of out-of-fold predictions per seed and arm (`fold`: block 2 * i for seed i with the
+# program, 2 * i + 1 without), in held-out order as submission/valid.csv; GATE_TEST adds
+# submission/gate_test.csv, each block's test predictions per fold (`block`, `fold`).
+_GATE = """
+_treeml_gate = globals().get("gate_models")
+_treeml_gate_valid, _treeml_gate_test = {}, []
+
+
+def _treeml_gate_fold(args, held, fold):
+    for i, seed in enumerate(GATE_SEEDS):
+        for arm, model in enumerate(_treeml_gate(seed)):
+            model.fit(args[0], args[1])
+            part = _treeml_frame(_treeml_predict(model, args[2]), int(held.sum()),
+                                 "the held-out rows")
+            part.index = np.flatnonzero(held)
+            _treeml_gate_valid.setdefault(2 * i + arm, []).append(part)
+            if globals().get("GATE_TEST"):
+                part = _treeml_frame(_treeml_predict(model, args[3]), len(args[3]), "X_test")
+                part.insert(0, "fold", fold)
+                part.insert(0, "block", 2 * i + arm)
+                _treeml_gate_test.append(part)
+
+
+def _treeml_gate_write():
+    blocks = []
+    for block, parts in sorted(_treeml_gate_valid.items()):
+        frame = pd.concat(parts).sort_index()
+        frame.insert(0, "fold", block)
+        blocks.append(frame)
+    pd.concat(blocks).to_csv("submission/gate.csv", index=False)
+    if _treeml_gate_test:
+        pd.concat(_treeml_gate_test).to_csv("submission/gate_test.csv", index=False)
+
 """
 
 # An all-folds run of make_model() code keeps each fold's fitted model: the answer's saved

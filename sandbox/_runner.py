@@ -278,6 +278,7 @@ def _run(
         isolation=plan.mode,
         train_csv=_read_submission(workdir, "train.csv"),
         fitted=_read_submission(workdir, "fitted.pkl"),
+        gate_csv=_read_submission(workdir, "gate.csv"),
     )
 
 

@@ -50,3 +50,4 @@ class ExecResult:
     isolation: str  # "bwrap" | "unshare" | "rlimits"
     train_csv: bytes | None = None  # submission/train.csv: the harness's in-sample predictions
     fitted: bytes | None = None  # submission/fitted.pkl: saved model fits (operators/fitted.py)
+    gate_csv: bytes | None = None  # submission/gate.csv: a feature program's fresh pairs

@@ -35,6 +35,10 @@ MAJORITY = 0.75
 # A gain this small is a tie: a column that copies another moves a model's float sums by
 # about 1e-10, which is not a better model.
 TIE = 1e-9
+# The seeds of a program's fresh pairs: its run also fits the reference configuration with
+# and without the program with each (never 0, the seed every trial fits with), and the gate
+# compares those (engine/evaluation/program_gate.py).
+GATE_SEEDS = (1, 2)
 # What a program rejected before any model ran says first (its node is buggy, its error this).
 REJECTED = "feature program rejected:"
 # Feature programs in a row that were not kept after which the LLM is asked for no more
@@ -62,6 +66,9 @@ class Gate:
     kept: bool
     reason: str
     added: tuple[str, ...] = ()  # the columns the program added (or changed)
+    # how many fresh pairs (GATE_SEEDS) the gains average; 0: against the reference's own
+    # stored predictions, as runs before the fresh pairs were compared
+    pairs: int = 0
 
     @property
     def mean_gain(self) -> float:
@@ -76,7 +83,7 @@ class Gate:
             data = json.loads(text)
             return cls(str(data["reference"]), tuple(float(g) for g in data["gains"]),
                        bool(data["kept"]), str(data["reason"]),
-                       tuple(str(c) for c in data.get("added", ())))
+                       tuple(str(c) for c in data.get("added", ())), int(data.get("pairs", 0)))
         except (ValueError, TypeError, KeyError):
             return None
 

@@ -21,7 +21,7 @@ from operators.features import reported_importances
 from operators.kinds import kind_of
 from search.node import Operator, Status
 from search.policy import Proposal
-from search.programs import REJECTED, gate_of, is_kept, program_counts
+from search.programs import GATE_SEEDS, REJECTED, gate_of, is_kept, program_counts
 
 HELPS = 'def add_features(df):\n    df["ab"] = df["a"] * df["b"]\n    return df\n'
 TARGET = 'def add_features(df):\n    df["t"] = df["y"] + 1\n    return df\n'  # refused on its text
@@ -57,6 +57,7 @@ def test_a_program_that_helps_is_kept_and_the_others_are_refused(
     assert is_kept(helps), helps.gate
     gate = gate_of(helps)
     assert gate is not None and gate.added == ("ab",) and gate.reference
+    assert gate.pairs == len(GATE_SEEDS)  # judged on fresh pairs, not the reference's run
     # y is a * b: the model with the program relies on its column most; the next program's
     # prompt shows what the model of the latest scored program relied on
     assert next(iter(reported_importances(helps.stdout_tail))) == "ab", helps.stdout_tail

@@ -42,7 +42,7 @@ from operators.replies import Parsed, one_line
 from search.journal import Journal
 from search.node import Operator, Status
 from search.policy import Proposal
-from search.programs import REJECTED, gate_of
+from search.programs import GATE_SEEDS, REJECTED, gate_of
 
 # Asked for one column, the model writes two or three: 63 % of the one-call replies of issue
 # 42's two-fold runs (benchmarks/results/llm-gain-2026-11-29c) stopped at the former cap of 64
@@ -345,5 +345,5 @@ class Features(FloorKind):
         of each program."""
         chain = chain_programs(journal, proposal.parent_id)
         model = model_code(ctx, proposal.family, proposal.param_dict, [*chain, code],
-                           check=True)
+                           check=True, gate_seeds=GATE_SEEDS)
         return EngineCode("", assemble(ctx, model), assemble(ctx, model, all_folds=True))

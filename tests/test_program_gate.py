@@ -1,0 +1,99 @@
+"""A feature program's gate judges fresh pairs: the program's run, for real in the sandbox, also
+fits the reference configuration with and without the program on new seeds, and the gate
+compares those, never the reference's own stored predictions (the best of many trials, and so
+partly its seed's luck)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from engine.evaluation.folds import all_folds_inputs, dev_labels, make_folds
+from engine.evaluation.program_gate import fresh_pairs, group_gains, program_gate
+from engine.evaluation.scoring import read_submission
+from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
+from operators.context import TaskContext
+from operators.harness import assemble
+from operators.models import model_code
+from sandbox import Limits, run_script
+from search.programs import GATE_SEEDS
+
+HELPS = 'def add_features(df):\n    df["ab"] = df["a"] * df["b"]\n    return df\n'
+# bagged rows and columns: a seed changes the model
+NOISY = {"n_estimators": 60, "learning_rate": 0.1, "num_leaves": 8, "min_child_samples": 5,
+         "subsample": 0.6, "colsample_bytree": 0.6, "reg_alpha": 1e-8, "reg_lambda": 1e-8}
+CTX = TaskContext(preview="", target="y", task_type="regression", metric="rmse",
+                  maximize=False)
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> PreparedTask:
+    rng = np.random.default_rng(1)
+    rows = 300
+    a, b, c = rng.uniform(-2, 2, size=(3, rows))
+    frame = pd.DataFrame({"a": a, "b": b, "c": c, "y": a * b + 0.1 * rng.normal(size=rows)})
+    path = tmp_path_factory.mktemp("gate") / "data.csv"
+    frame.to_csv(path, index=False)
+    return prepare_task(TaskSpec(path, "y", None, "rmse", ""))
+
+
+def test_a_seeded_family_gets_a_pair_per_seed_and_a_seedless_one_a_single_pair() -> None:
+    lgbm = model_code(CTX, "lgbm", NOISY, [HELPS], gate_seeds=(1, 2))
+    assert "GATE_SEEDS = (1, 2)" in lgbm and "random_state=seed" in lgbm
+    assert "FEATURE_PROGRAMS[:-1]" in lgbm and "GATE_TEST" not in lgbm
+    linear = model_code(CTX, "linear", {"alpha": 1.0}, [HELPS], gate_seeds=(1, 2))
+    assert "GATE_SEEDS = (1,)" in linear
+    assert "gate_models" not in model_code(CTX, "lgbm", NOISY, [HELPS])
+    assert "gate_models" not in model_code(CTX, "lgbm", NOISY, gate_seeds=(1, 2))  # no program
+    assert 0 not in GATE_SEEDS  # every trial fits with seed 0: the pairs must not share it
+
+
+def test_the_gate_compares_fresh_pairs_not_the_references_stored_luck(
+        task: PreparedTask, tmp_path: Path) -> None:
+    folds = make_folds(task, 3, seed=0)
+    held = folds.held_out
+    truth = dev_labels(task).iloc[held]
+    code = assemble(CTX, model_code(CTX, "lgbm", NOISY, [HELPS], gate_seeds=(1, 2),
+                                    gate_test=True), all_folds=True)
+    result = run_script(code, all_folds_inputs(task, folds), Limits(wall_seconds=120),
+                        workdir_root=tmp_path, keep_workdir=True)
+    assert result.status == "ok", result.stderr_tail
+    assert result.gate_csv is not None
+    pairs = fresh_pairs(task, result.gate_csv, len(held))
+    assert len(pairs) == 2
+    (with_1, without_1), (with_2, without_2) = pairs
+    assert not np.allclose(with_1["prediction"], with_2["prediction"])  # the seed is used
+    y = truth.to_numpy()
+
+    def rmse(frame: pd.DataFrame) -> float:
+        return float(np.sqrt(np.mean((frame["prediction"].to_numpy() - y) ** 2)))
+
+    assert rmse(with_1) < rmse(without_1) and rmse(with_2) < rmse(without_2)  # y is a * b
+    # A reference whose stored predictions are the truth itself, the luckiest there is:
+    # against them the program's node loses on every fold; the fresh pairs keep it.
+    own = read_submission(task, result.valid_csv, "valid", len(held))
+    lucky = truth.rename("prediction").to_frame().reset_index(drop=True)
+    assert all(g < 0 for g in group_gains(task, truth, own, lucky, folds.groups()))
+    gate = program_gate(task, folds, truth, "ref", ("ab",), result.gate_csv)
+    assert gate.kept and gate.pairs == 2 and len(gate.gains) == 3, gate
+    assert all(g > 0 for g in gate.gains)
+    # gate_test: each pair's test predictions per fold (what benchmarks.program_pairs reads)
+    (workdir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    test_blocks = pd.read_csv(workdir / "submission" / "gate_test.csv")
+    assert sorted(test_blocks["block"].unique()) == [0, 1, 2, 3]
+    assert len(test_blocks) == 4 * folds.k * len(task.test_X)
+
+
+def test_a_gate_file_without_pairs_is_not_kept_and_says_why(task: PreparedTask) -> None:
+    folds = make_folds(task, 3, seed=0)
+    truth = dev_labels(task).iloc[folds.held_out]
+    odd = io.StringIO()
+    truth.rename("prediction").to_frame().assign(fold=0).to_csv(odd, index=False)  # one block
+    gate = program_gate(task, folds, truth, "ref", (), odd.getvalue().encode())
+    assert not gate.kept and "expected pairs" in gate.reason and gate.gains == ()
+    gate = program_gate(task, folds, truth, "ref", (), None)
+    assert not gate.kept and "no fresh pairs" in gate.reason
