@@ -97,3 +97,17 @@ def test_a_gate_file_without_pairs_is_not_kept_and_says_why(task: PreparedTask) 
     assert not gate.kept and "expected pairs" in gate.reason and gate.gains == ()
     gate = program_gate(task, folds, truth, "ref", (), None)
     assert not gate.kept and "no fresh pairs" in gate.reason
+
+
+def test_the_gates_gains_are_stored_as_the_rule_counted_them(task: PreparedTask) -> None:
+    """Gains far below the metric's usual digits still count for the rule: stored rounded,
+    a kept program's recorded mean gain would say +0 beside a tally that kept it."""
+    folds = make_folds(task, 3, seed=0)
+    truth = dev_labels(task).iloc[folds.held_out]
+    pair = io.StringIO()
+    for block, off in enumerate((1e-7, 3e-7)):  # with the program, then without: 2e-7 better
+        (truth + off).rename("prediction").to_frame().assign(fold=block).to_csv(
+            pair, index=False, header=block == 0)
+    gate = program_gate(task, folds, truth, "ref", ("ab",), pair.getvalue().encode())
+    assert gate.kept and gate.mean_gain == pytest.approx(2e-7, rel=1e-3), gate
+    assert f"mean gain {gate.mean_gain:+.4g}" in gate.reason

@@ -64,4 +64,4 @@ def program_gate(task: PreparedTask, folds: Folds, truth: pd.Series, reference: 
     per_seed = np.array([group_gains(task, truth, w, wo, folds.groups()) for w, wo in pairs])
     gains = per_seed.mean(axis=0).tolist()
     kept, reason = keep_rule(gains)
-    return Gate(reference, tuple(round(g, 6) for g in gains), kept, reason, added, len(pairs))
+    return Gate(reference, tuple(gains), kept, reason, added, len(pairs))
