@@ -51,6 +51,14 @@ def run_dirs(paths: Sequence[Path]) -> list[Path]:
     return sorted(found)
 
 
+def check_folders(paths: Sequence[Path]) -> None:
+    """One line for the first path that is not a folder of runs."""
+    missing = [p for p in paths if not p.is_dir()]
+    if missing:
+        raise UserError(f"{missing[0]} is not a folder: pass run directories or a "
+                        "benchmarks.run --out")
+
+
 def scored_programs(run: Path) -> Iterator[ScoredProgram]:
     """The run's feature programs with a gate and a test score for them and their reference."""
     stored = open_run(run)
@@ -114,10 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="also write the table to this Markdown file")
     args = parser.parse_args(argv)
     try:
-        missing = [p for p in args.paths if not p.is_dir()]
-        if missing:
-            raise UserError(f"{missing[0]} is not a folder: pass run directories or a "
-                            "benchmarks.run --out")
+        check_folders(args.paths)
         programs = [p for run in run_dirs(args.paths) for p in scored_programs(run)]
         if not programs:
             raise UserError("no scored feature program with test scores under "

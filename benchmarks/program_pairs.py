@@ -41,7 +41,7 @@ import pandas as pd
 
 from benchmarks.program_gates import run_dirs
 from common.errors import UserError, error_exit
-from engine.evaluation.folds import all_folds_inputs, dev_labels
+from engine.evaluation.folds import Folds, all_folds_inputs, dev_labels
 from engine.evaluation.program_gate import fresh_pairs, group_gains
 from engine.evaluation.scoring import (
     SubmissionError,
@@ -49,10 +49,11 @@ from engine.evaluation.scoring import (
     read_stacked,
     submission_metric,
 )
-from engine.records.runs import open_run
+from engine.records.runs import StoredRun, open_run
 from engine.search_run import task_context
 from engine.task.prepare import PreparedTask
 from fileio import write_atomic
+from operators.context import TaskContext
 from operators.features import feature_programs
 from operators.harness import assemble
 from operators.models import model_code
@@ -96,16 +97,35 @@ def _test_gain(task: PreparedTask, blocks: pd.DataFrame, block: int, folds: int)
     return scores[0] - scores[1]
 
 
+@dataclass(frozen=True)
+class Replay:
+    """A stored run opened to run its nodes again in the sandbox, on its own folds."""
+    stored: StoredRun
+    task: PreparedTask
+    folds: Folds
+    ctx: TaskContext
+    inputs: dict[str, bytes]  # every fold's input files, as the floor's runs get them
+    truth: pd.Series  # the held-out rows' labels
+
+    @classmethod
+    def open(cls, run: Path) -> Replay | None:
+        """The run at `run`, or None when it stored no folds (a holdout run)."""
+        stored = open_run(run)
+        task = stored.task()
+        folds = stored.store.load_folds()
+        if folds is None:
+            return None
+        return cls(stored, task, folds, task_context(task, int(stored.config.get("seed", 0))),
+                   all_folds_inputs(task, folds), dev_labels(task).iloc[folds.held_out])
+
+
 def paired_programs(run: Path, seeds: int, scratch: Path) -> Iterator[Paired]:
     """Each scored feature program of the run at `run`, run again with `seeds` fresh pairs."""
-    stored = open_run(run)
-    task = stored.task()
-    folds = stored.store.load_folds()
-    if folds is None:
+    replay = Replay.open(run)
+    if replay is None:
         return
-    ctx = task_context(task, int(stored.config.get("seed", 0)))
-    inputs = all_folds_inputs(task, folds)
-    truth = dev_labels(task).iloc[folds.held_out]
+    stored, task, folds, ctx = replay.stored, replay.task, replay.folds, replay.ctx
+    inputs, truth = replay.inputs, replay.truth
     for node in sorted(stored.journal.nodes_of(Operator.FEATURES), key=lambda n: n.step):
         gate = gate_of(node)
         if gate is None or not gate.gains:

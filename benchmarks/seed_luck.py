@@ -22,17 +22,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.program_gates import run_dirs
+from benchmarks.program_gates import check_folders, run_dirs
+from benchmarks.program_pairs import Replay
 from common.errors import UserError, error_exit
-from engine.evaluation.folds import all_folds_inputs, dev_labels
 from engine.evaluation.scoring import (
     SubmissionError,
     read_stacked,
     read_submission,
     score_held_out,
 )
-from engine.records.runs import open_run
-from engine.search_run import task_context
 from fileio import write_atomic
 from operators.features import feature_programs
 from operators.harness import assemble
@@ -71,14 +69,11 @@ def top_nodes(journal: Journal, top: int) -> list[Node]:
 
 
 def reseeded(run: Path, seeds: int, top: int) -> Iterator[Reseeded]:
-    stored = open_run(run)
-    task = stored.task()
-    folds = stored.store.load_folds()
-    if folds is None:
+    replay = Replay.open(run)
+    if replay is None:
         return
-    ctx = task_context(task, int(stored.config.get("seed", 0)))
-    inputs = all_folds_inputs(task, folds)
-    truth = dev_labels(task).iloc[folds.held_out]
+    stored, task, folds, ctx = replay.stored, replay.task, replay.folds, replay.ctx
+    inputs, truth = replay.inputs, replay.truth
     for node in top_nodes(stored.journal, top):
         proposal = configuration(node)
         model = model_code(ctx, proposal.family, proposal.param_dict,
@@ -140,10 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.seeds < 1 or args.top < 1:
             raise UserError("--seeds and --top must be at least 1")
-        missing = [p for p in args.paths if not p.is_dir()]
-        if missing:
-            raise UserError(f"{missing[0]} is not a folder: pass run directories or a "
-                            "benchmarks.run --out")
+        check_folders(args.paths)
         found = [r for run in run_dirs(args.paths) for r in reseeded(run, args.seeds, args.top)]
         if not found:
             raise UserError("no engine-written node of a seeded family under "
