@@ -11,6 +11,8 @@ import pytest
 
 import benchmarks.seed_luck as luck
 from engine.run import main as run_main
+from operators.context import TaskContext
+from operators.models import model_code
 
 
 def _reseeded(maximize: bool, own: float, others: tuple[float, ...]) -> luck.Reseeded:
@@ -60,3 +62,12 @@ def test_a_deterministic_configuration_has_no_luck(tmp_path: Path) -> None:
     row = next(line for line in text.splitlines() if "| lgbm |" in line)
     assert abs(float(row.split("|")[5])) < 1e-6 and abs(float(row.split("|")[7])) < 1e-6
     assert text.rstrip().endswith("on valid for 0, on test for 0.")
+
+
+def test_every_seeded_family_fits_with_the_one_seed_the_tool_replaces() -> None:
+    """The tool reseeds a node by rewriting `random_state=0`: a family whose code spelled its
+    seed otherwise would be refitted on seed 0 every time and show no luck at all."""
+    ctx = TaskContext(preview="", target="y", task_type="regression", metric="rmse",
+                      maximize=False)
+    for family in luck.SEEDED:
+        assert model_code(ctx, family, {}).count("random_state=0") == 1, family
