@@ -1,11 +1,15 @@
 """What the steps of one search start share (`SearchContext`): the task, the prompts'
-context, the Journal, the folds, the code running, and the scored nodes' predictions that
-ensemble selection chooses among. Pure: no Ray and no I/O, like the step (engine/step.py)."""
+context, the Journal, the folds, the code running, the scored nodes' predictions that
+ensemble selection chooses among, and the latest references' gate sides. Pure: no Ray and
+no I/O, like the step (engine/step.py)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pandas as pd
 
 from engine.evaluation.folds import Folds, all_folds_inputs, dev_labels, fold_inputs, make_folds
 from engine.evaluation.scoring import HeldOut
@@ -18,6 +22,13 @@ from search.policy import Proposal
 
 # Nodes whose predictions stay in memory: ensemble selection chooses among the 20 best.
 KEPT_IN_MEMORY = 50
+# References whose gate sides without a program stay in memory: the floor's best
+# configuration moves on as its trials improve, and a program pairs with the newest.
+REFERENCES_KEPT = 4
+
+# A reference configuration on a feature set: (the set, "" the columns as they are; the
+# family; its params as the proposal holds them).
+ReferenceKey = tuple[str, str, tuple[tuple[str, Any], ...]]
 ALL_FOLDS = -1  # a run of engine-written code that fits every fold in one process
 
 
@@ -56,6 +67,10 @@ class SearchContext:
     folds: Folds | None = None  # the run's folds (engine/evaluation/folds.py); None: the holdout
     # What every scored node predicted (held-out and test): ensemble selection's material.
     predictions: dict[str, HeldOut] = field(default_factory=dict)
+    # The gate's fresh pairs' sides without the program (held-out predictions, seed by seed)
+    # of the latest references: they depend on the reference configuration, its feature set
+    # and the seed alone, so a later program on the same ones fits only its own sides.
+    reference_sides: dict[ReferenceKey, list[pd.DataFrame]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.folds is None:
@@ -78,6 +93,13 @@ class SearchContext:
                      for i in self.predictions}
             score[node.node_id] = node.metric
             del self.predictions[min(self.predictions, key=lambda i: _or_worst(score[i]))]
+
+    def keep_reference_sides(self, key: ReferenceKey, sides: list[pd.DataFrame]) -> None:
+        """Keep a reference's gate sides without the program, the latest REFERENCES_KEPT."""
+        self.reference_sides.pop(key, None)
+        self.reference_sides[key] = sides
+        while len(self.reference_sides) > REFERENCES_KEPT:
+            del self.reference_sides[next(iter(self.reference_sides))]
 
     def inputs(self, fold: int) -> dict[str, bytes]:
         """The input/ folder of a run of `fold` (ALL_FOLDS: engine-written code only)."""
@@ -107,6 +129,11 @@ class SearchContext:
         if node.status in (Status.LOST, Status.KILLED):  # those are re-proposed anyway
             return None
         return next_analysis(self.journal)
+
+
+def reference_key(proposal: Proposal) -> ReferenceKey:
+    """The reference configuration and feature set a feature program's proposal pairs with."""
+    return proposal.parent_id or "", proposal.family, proposal.params
 
 
 def _or_worst(metric: float | None) -> float:

@@ -14,7 +14,8 @@ step asks of the operator's module (`operators.kinds.kind_of`). The shapes of a 
   that reflect] -> code -> [one repair re-ask when the reply has no usable code] -> duplicate
   check -> execution -> scored in the driver on hidden labels.
 - features: a program -> its checks (a refusal ends it: no re-ask) -> the engine's code around
-  it, every fold in one process -> scored and gated against its reference.
+  it, every fold in one process (fitting the gate's sides without the program only when the
+  search has not kept them for its reference) -> scored and gated against its reference.
 - insights: ideas -> [one repair re-ask] -> done; nothing runs.
 - analyze (unscored): a script -> [one repair re-ask] -> one run; what it prints is its result.
 """
@@ -27,6 +28,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import pandas as pd
+
 from common.chat import ChatPrompt, Reply
 from engine.evaluation.blend import ensemble_selection
 from engine.evaluation.program_gate import program_gate
@@ -38,7 +41,7 @@ from engine.evaluation.scoring import (
     score_held_out,
     score_train,
 )
-from engine.search_context import ALL_FOLDS, Running, SearchContext
+from engine.search_context import ALL_FOLDS, Running, SearchContext, reference_key
 from operators.features import added_columns
 from operators.fitted import fold_states
 from operators.flags import implementation_flags
@@ -132,6 +135,9 @@ class Step:
         self.repaired = False
         self.duplicate = False
         self.gate = ""  # a feature program's comparison with its reference (JSON)
+        # its reference's gate sides without the program, kept by the search from an earlier
+        # program's run: this one's run fits the sides with the program alone
+        self._kept_sides: list[pd.DataFrame] | None = None
         self.queued_at = 0.0
         self._to_run: tuple[int, ...] = ()  # folds wanted and not handed out yet
         self._handed_out: set[int] = set()  # folds handed out whose run has not ended
@@ -274,7 +280,11 @@ class Step:
             self.code = parsed.code  # as a refusal on its text records it
             self._finish(Status.BUGGY, error=repeated)
             return
-        if written.all_folds_code:
+        if written.with_program_code:
+            self._kept_sides = search.reference_sides.get(reference_key(self.proposal))
+        if self._kept_sides is not None:
+            self._queue(written.with_program_code, (ALL_FOLDS,))
+        elif written.all_folds_code:
             self._queue(written.all_folds_code, (ALL_FOLDS,))
         else:
             self._queue(self.code, (0,))
@@ -368,9 +378,12 @@ class Step:
     def _gate(self, added: tuple[str, ...]) -> None:
         search, folds = self.search, self.search.fold_plan
         run = self._results.get(ALL_FOLDS)
-        gate = program_gate(search.task, folds, search.dev_labels.iloc[folds.held_out],
-                            self.proposal.idea, added,
-                            run[0].gate_csv if run is not None else None)
+        gate, without = program_gate(search.task, folds, search.dev_labels.iloc[folds.held_out],
+                                     self.proposal.idea, added,
+                                     run[0].gate_csv if run is not None else None,
+                                     self._kept_sides or ())
+        if without and self._kept_sides is None:
+            search.keep_reference_sides(reference_key(self.proposal), without)
         self.gate = gate.to_json()
 
     def lose(self, error: str) -> Done:

@@ -317,7 +317,8 @@ if _treeml_gate is not None:
 # A feature program's gate (operators/models.py gate_part): on every fold, each pair of
 # GATE_SEEDS fitted afresh, with and without the newest program. submission/gate.csv holds one
 # block of out-of-fold predictions per seed and arm (`fold`: block 2 * i for seed i with the
-# program, 2 * i + 1 without), in held-out order as submission/valid.csv; GATE_TEST adds
+# program, 2 * i + 1 without; the even blocks alone when gate_models gives the side with the
+# program alone), in held-out order as submission/valid.csv; GATE_TEST adds
 # submission/gate_test.csv, each block's test predictions per fold (`block`, `fold`).
 _GATE = """
 _treeml_gate = globals().get("gate_models")

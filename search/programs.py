@@ -69,6 +69,9 @@ class Gate:
     # how many fresh pairs (GATE_SEEDS) the gains average; 0: against the reference's own
     # stored predictions, as runs before the fresh pairs were compared
     pairs: int = 0
+    # the pairs' sides without the program were kept from an earlier program's run on the
+    # same reference configuration and feature set, not fitted in this one
+    reused: bool = False
 
     @property
     def mean_gain(self) -> float:
@@ -83,7 +86,8 @@ class Gate:
             data = json.loads(text)
             return cls(str(data["reference"]), tuple(float(g) for g in data["gains"]),
                        bool(data["kept"]), str(data["reason"]),
-                       tuple(str(c) for c in data.get("added", ())), int(data.get("pairs", 0)))
+                       tuple(str(c) for c in data.get("added", ())), int(data.get("pairs", 0)),
+                       bool(data.get("reused", False)))
         except (ValueError, TypeError, KeyError):
             return None
 

@@ -78,7 +78,7 @@ def test_the_gate_compares_fresh_pairs_not_the_references_stored_luck(
     own = read_submission(task, result.valid_csv, "valid", len(held))
     lucky = truth.rename("prediction").to_frame().reset_index(drop=True)
     assert all(g < 0 for g in group_gains(task, truth, own, lucky, folds.groups()))
-    gate = program_gate(task, folds, truth, "ref", ("ab",), result.gate_csv)
+    gate, _ = program_gate(task, folds, truth, "ref", ("ab",), result.gate_csv)
     assert gate.kept and gate.pairs == 2 and len(gate.gains) == 3, gate
     assert all(g > 0 for g in gate.gains)
     # gate_test: each pair's test predictions per fold (what benchmarks.program_pairs reads)
@@ -88,14 +88,40 @@ def test_the_gate_compares_fresh_pairs_not_the_references_stored_luck(
     assert len(test_blocks) == 4 * folds.k * len(task.test_X)
 
 
+def test_a_run_with_the_kept_sides_without_the_program_gives_the_same_gate(
+        task: PreparedTask, tmp_path: Path) -> None:
+    """The sides without the program are the same models on the same rows whichever program's
+    run fits them: a run fitting the sides with the program alone, judged against the sides
+    kept from a run that fitted both, gives that run's gate."""
+    folds = make_folds(task, 3, seed=0)
+    truth = dev_labels(task).iloc[folds.held_out]
+    results = []
+    for without in (True, False):
+        code = assemble(CTX, model_code(CTX, "lgbm", NOISY, [HELPS], gate_seeds=(1, 2),
+                                        gate_without=without), all_folds=True)
+        results.append(run_script(code, all_folds_inputs(task, folds),
+                                  Limits(wall_seconds=120), workdir_root=tmp_path))
+        assert results[-1].status == "ok", results[-1].stderr_tail
+    both, alone = (r.gate_csv for r in results)
+    assert both is not None and alone is not None
+    assert sorted(pd.read_csv(io.BytesIO(alone))["fold"].unique()) == [0, 2]
+    gate, without = program_gate(task, folds, truth, "ref", ("ab",), both)
+    assert len(without) == 2 and not gate.reused
+    again, used = program_gate(task, folds, truth, "ref", ("ab",), alone, without)
+    assert again.reused and all(u is w for u, w in zip(used, without, strict=True))
+    assert again.gains == pytest.approx(gate.gains) and again.kept == gate.kept
+    refused, _ = program_gate(task, folds, truth, "ref", ("ab",), alone)  # nothing kept
+    assert not refused.kept and "expected pairs" in refused.reason
+
+
 def test_a_gate_file_without_pairs_is_not_kept_and_says_why(task: PreparedTask) -> None:
     folds = make_folds(task, 3, seed=0)
     truth = dev_labels(task).iloc[folds.held_out]
     odd = io.StringIO()
     truth.rename("prediction").to_frame().assign(fold=0).to_csv(odd, index=False)  # one block
-    gate = program_gate(task, folds, truth, "ref", (), odd.getvalue().encode())
+    gate, _ = program_gate(task, folds, truth, "ref", (), odd.getvalue().encode())
     assert not gate.kept and "expected pairs" in gate.reason and gate.gains == ()
-    gate = program_gate(task, folds, truth, "ref", (), None)
+    gate, _ = program_gate(task, folds, truth, "ref", (), None)
     assert not gate.kept and "no fresh pairs" in gate.reason
 
 
@@ -108,6 +134,6 @@ def test_the_gates_gains_are_stored_as_the_rule_counted_them(task: PreparedTask)
     for block, off in enumerate((1e-7, 3e-7)):  # with the program, then without: 2e-7 better
         (truth + off).rename("prediction").to_frame().assign(fold=block).to_csv(
             pair, index=False, header=block == 0)
-    gate = program_gate(task, folds, truth, "ref", ("ab",), pair.getvalue().encode())
+    gate, _ = program_gate(task, folds, truth, "ref", ("ab",), pair.getvalue().encode())
     assert gate.kept and gate.mean_gain == pytest.approx(2e-7, rel=1e-3), gate
     assert f"mean gain {gate.mean_gain:+.4g}" in gate.reason

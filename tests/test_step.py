@@ -173,6 +173,71 @@ def test_a_feature_program_repeating_one_being_scored_on_its_set_is_refused(
     assert isinstance(answered(None, _program('df["ab2"] = df["a"] * df["b"]')).next(), Execute)
 
 
+def _program_ran(task: PreparedTask, blocks: dict[int, float]) -> ExecResult:
+    """A feature program's all-folds run on the holdout: its own predictions (the valid
+    rows' mean) and gate.csv's blocks, each predicting the truth plus its offset."""
+    truth = task.valid_y.reset_index(drop=True)
+    own = pd.DataFrame({"prediction": [float(truth.mean())] * len(truth)})
+    test = pd.DataFrame({"fold": 0, "prediction": [float(truth.mean())] * len(task.test_X)})
+    gate = pd.concat([pd.DataFrame({"fold": block, "prediction": truth + offset})
+                      for block, offset in blocks.items()])
+    return ExecResult("ok", 0, "", "", 1.5, own.to_csv(index=False).encode(),
+                      test.to_csv(index=False).encode(), "", "bwrap",
+                      gate_csv=gate.to_csv(index=False).encode())
+
+
+def test_a_references_sides_without_the_program_are_fitted_once(task: PreparedTask) -> None:
+    """The gate's sides without the program depend only on the reference configuration, its
+    feature set and the seed: the first program on a reference fits them, the search keeps
+    them, and a later program there fits the sides with the program alone and is judged
+    against the kept ones; another configuration or feature set fits its own."""
+    kept = replace(make_node("k", operator=Operator.FEATURES),
+                   code="FEATURE_PROGRAMS = ['def add_features(df):\\n    df[\"bc\"] = "
+                        "df[\"b\"] * df[\"c\"]\\n    return df\\n']\n",
+                   gate=Gate("b", (0.1,) * 4, True, "kept", ("bc",)).to_json())
+    search = context(task, Journal([kept]))
+    search.ctx = replace(search.ctx, columns=("a", "b", "c"))
+    params = (("learning_rate", 0.1), ("n_estimators", 50))
+
+    def run_of(program: Reply, parent: str | None = None,
+               config: tuple[tuple[str, float], ...] = params) -> tuple[Step, Execute]:
+        step = Step(Proposal(Operator.FEATURES, parent, 0.7, idea="b", family="lgbm",
+                             params=config), search)
+        step.next()
+        step.on_reply(program)
+        run = step.next()
+        assert isinstance(run, Execute) and run.folds == (-1,), run
+        return step, run
+
+    both = "Encoded(lgb.LGBMRegressor(**PARAMS, subsample_freq=1, random_state=seed, " \
+           "verbose=-1), FEATURE_PROGRAMS[:-1])"
+    first, run = run_of(_program('df["ab"] = df["a"] * df["b"]'))
+    assert both in run.code and search.reference_sides == {}
+    # the program is better than its absence by 0.1 in every row, with either seed
+    first.on_started(-1, 300.0)
+    first.on_result(-1, _program_ran(task, {0: 0.1, 1: 0.2, 2: 0.1, 3: 0.2}))
+    done = first.next()
+    assert isinstance(done, Done) and done.node.status is Status.OK, done.node.error
+    gate = Gate.from_json(done.node.gate)
+    assert gate is not None and gate.kept and gate.pairs == 2 and not gate.reused
+    assert list(search.reference_sides) == [("", "lgbm", params)]
+    # the next program on the same reference fits the sides with it alone
+    second, run = run_of(_program('df["ac"] = df["a"] * df["c"]'))
+    assert both not in run.code and "def gate_models(seed)" in run.code
+    assert both in second.code  # the node's own code is the same either way
+    second.on_started(-1, 300.0)
+    second.on_result(-1, _program_ran(task, {0: 0.3, 2: 0.3}))  # worse than without
+    done = second.next()
+    assert isinstance(done, Done) and done.node.status is Status.OK, done.node.error
+    gate = Gate.from_json(done.node.gate)
+    assert gate is not None and gate.reused and gate.pairs == 2 and not gate.kept
+    assert gate.mean_gain < 0
+    # another configuration, or another feature set, pairs with sides of its own
+    assert both in run_of(_program('df["bc2"] = df["b"] - df["c"]'),
+                          config=(("learning_rate", 0.2), ("n_estimators", 50)))[1].code
+    assert both in run_of(_program('df["ab"] = df["a"] * df["b"]'), parent="k")[1].code
+
+
 TREES = ("from sklearn.ensemble import ExtraTreesRegressor\n\n"
          "PARAMS = {'n_estimators': 50}\n\n\n"
          "def fit_predict(X, y, X_valid, X_test):\n"

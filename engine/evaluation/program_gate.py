@@ -7,12 +7,15 @@ the two differ only by the program. The reference's own stored predictions are n
 side: the reference is the best of the floor's trials, and part of why it is best is its
 seed's luck, which no other fit shares. The groups are the run's folds (on the holdout, fixed
 random groups of the valid rows), each group's gain is the mean over the seeds, and
-`search.programs.keep_rule` decides.
+`search.programs.keep_rule` decides. The side without the program depends only on the
+reference configuration, its feature set and the seed: the search keeps it from the first
+program's run on them, and later programs there fit the side with the program alone.
 """
 
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -37,31 +40,60 @@ def group_gains(task: PreparedTask, truth: pd.Series, with_program: pd.DataFrame
     return gains
 
 
-def fresh_pairs(task: PreparedTask, gate_csv: bytes,
-                rows: int) -> list[tuple[pd.DataFrame, pd.DataFrame]]:
-    """The (with, without) held-out predictions of each seed in submission/gate.csv (block
-    2 i with the program, 2 i + 1 without)."""
+def fresh_sides(task: PreparedTask, gate_csv: bytes,
+                rows: int) -> tuple[list[pd.DataFrame], list[pd.DataFrame]]:
+    """The held-out predictions in submission/gate.csv with the program and without it, seed by
+    seed (block 2 i with the program, 2 i + 1 without; a run that fitted the side with the
+    program alone wrote the even blocks only, and its second list is empty)."""
     try:
-        blocks = pd.read_csv(io.BytesIO(gate_csv), usecols=["fold"])["fold"].nunique()
+        blocks = sorted(int(n) for n in
+                        pd.read_csv(io.BytesIO(gate_csv), usecols=["fold"])["fold"].unique())
     except (ValueError, pd.errors.ParserError) as exc:
         raise SubmissionError(f"submission/gate.csv is unreadable: {exc}") from exc
-    if blocks < 2 or blocks % 2:
-        raise SubmissionError(f"submission/gate.csv holds {blocks} blocks; expected pairs")
-    frames = read_stacked(task, gate_csv, "valid", rows, blocks)
-    return [(frames[i], frames[i + 1]) for i in range(0, blocks, 2)]
+    pairs = blocks == list(range(len(blocks))) and len(blocks) % 2 == 0
+    if not blocks or not (pairs or blocks == list(range(0, 2 * len(blocks), 2))):
+        raise SubmissionError(f"submission/gate.csv holds blocks {blocks}; expected pairs "
+                              "(0, 1, 2, 3, ...) or the sides with the program (0, 2, ...)")
+    frames = read_stacked(task, gate_csv, "valid", rows, len(blocks))
+    if pairs:
+        return frames[0::2], frames[1::2]
+    return frames, []
+
+
+def fresh_pairs(task: PreparedTask, gate_csv: bytes,
+                rows: int) -> list[tuple[pd.DataFrame, pd.DataFrame]]:
+    """The (with, without) held-out predictions of each seed in submission/gate.csv, which
+    must hold both sides."""
+    with_program, without = fresh_sides(task, gate_csv, rows)
+    if len(without) != len(with_program):
+        raise SubmissionError("submission/gate.csv holds no side without the program; "
+                              "expected pairs")
+    return list(zip(with_program, without, strict=True))
 
 
 def program_gate(task: PreparedTask, folds: Folds, truth: pd.Series, reference: str,
-                 added: tuple[str, ...], gate_csv: bytes | None) -> Gate:
+                 added: tuple[str, ...], gate_csv: bytes | None,
+                 kept_without: Sequence[pd.DataFrame] = ()
+                 ) -> tuple[Gate, list[pd.DataFrame]]:
     """The gate of a program whose run wrote `gate_csv` (its fresh pairs; `truth`: the
-    held-out rows' labels)."""
+    held-out rows' labels), and the sides without the program it compared with, to keep for
+    the next program on the same reference and feature set. `kept_without`: those sides kept
+    from an earlier program's run, for a run that fitted the sides with the program alone."""
     if gate_csv is None:
-        return Gate(reference, (), False, "not kept: its run wrote no fresh pairs", added)
+        return Gate(reference, (), False, "not kept: its run wrote no fresh pairs", added), []
     try:
-        pairs = fresh_pairs(task, gate_csv, len(truth))
+        with_program, without = fresh_sides(task, gate_csv, len(truth))
     except SubmissionError as exc:
-        return Gate(reference, (), False, f"not kept: {exc}", added)
-    per_seed = np.array([group_gains(task, truth, w, wo, folds.groups()) for w, wo in pairs])
+        return Gate(reference, (), False, f"not kept: {exc}", added), []
+    reused = not without
+    without = without or list(kept_without)
+    if len(without) != len(with_program):
+        return Gate(reference, (), False, "not kept: submission/gate.csv holds "
+                    f"{len(with_program)} sides with the program against {len(without)} "
+                    "without it; expected pairs", added), []
+    per_seed = np.array([group_gains(task, truth, w, wo, folds.groups())
+                         for w, wo in zip(with_program, without, strict=True)])
     gains = per_seed.mean(axis=0).tolist()
     kept, reason = keep_rule(gains)
-    return Gate(reference, tuple(gains), kept, reason, added, len(pairs))
+    return Gate(reference, tuple(gains), kept, reason, added, len(with_program),
+                reused), without

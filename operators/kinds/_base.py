@@ -32,6 +32,10 @@ class EngineCode:
     # The same model fitting every fold in one process (the engine's own code may read every
     # dev label); "" for code an LLM wrote, here or in an earlier run, which runs fold by fold.
     all_folds_code: str = ""
+    # A feature program's all-folds run fitting its gate's sides with the program alone, for
+    # a search that kept the sides without it from an earlier program's run on the same
+    # reference configuration and feature set; "" for every other node.
+    with_program_code: str = ""
 
 
 class OperatorKind:

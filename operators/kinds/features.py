@@ -342,8 +342,12 @@ class Features(FloorKind):
         process, like the floor's own code: the program passed the text checks that let the
         floor's trials run a kept program there (operators/features.py), and one process
         instead of one per fold gives the floor back 4 starts of about 1.2 s and the imports
-        of each program."""
-        chain = chain_programs(journal, proposal.parent_id)
-        model = model_code(ctx, proposal.family, proposal.param_dict, [*chain, code],
-                           check=True, gate_seeds=GATE_SEEDS)
-        return EngineCode("", assemble(ctx, model), assemble(ctx, model, all_folds=True))
+        of each program. Its other form fits the gate's sides with the program alone
+        (`EngineCode.with_program_code`)."""
+        chain = [*chain_programs(journal, proposal.parent_id), code]
+        model = model_code(ctx, proposal.family, proposal.param_dict, chain, check=True,
+                           gate_seeds=GATE_SEEDS)
+        with_program = model_code(ctx, proposal.family, proposal.param_dict, chain, check=True,
+                                  gate_seeds=GATE_SEEDS, gate_without=False)
+        return EngineCode("", assemble(ctx, model), assemble(ctx, model, all_folds=True),
+                          assemble(ctx, with_program, all_folds=True))
