@@ -8,7 +8,10 @@ Placement is by Ray resources. An LLM actor asks for its GPUs (a vLLM replica wi
 tensor parallelism N gets a STRICT_PACK placement group of N one-GPU bundles, so its shards
 share a node) and, on a cluster, one unit of a custom resource such as `llm` that only the
 LLM nodes declare; an executor asks for a CPU, optionally a fraction of a GPU, and a custom
-resource such as `executor`.
+resource such as `executor`. An LLM actor on plain CPUs leaves them idle between its requests
+(a feature program's reply takes seconds, its scoring longer): each such CPU gets a spare
+executor, which asks for no CPU and runs its candidates at niceness 19, so it runs on what the
+LLM leaves idle, and once no LLM is asked again it runs as any other.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import logging
 import os
 import socket
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -132,12 +135,19 @@ class _AsyncLLMWorker:
 
 
 class _ExecutorWorker:
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, nice: int = 0) -> None:
         self.name = name
         self.node_ip = _node_ip()
+        self.nice = nice  # the least niceness its candidates run at (a spare's: SPARE_NICE)
 
     def run(self, code: str, inputs: dict[str, bytes], limits: Limits) -> ExecOutcome:
+        limits = replace(limits, nice=max(limits.nice, self.nice))
         return ExecOutcome(run_script(code, inputs, limits), self.name, self.node_ip)
+
+    def set_nice(self, nice: int) -> None:
+        """Candidates from the next run on run at least this nice (a spare taking the CPU of
+        an LLM that is asked no more: 0)."""
+        self.nice = nice
 
     def pid(self) -> int:
         return os.getpid()
@@ -246,15 +256,26 @@ def start_llm_actors(spec: str, replicas: int, options: dict[str, Any], *,
     return [actor for _, actor in pool.start(replicas)]
 
 
+# The niceness of a spare executor's candidates: the lowest priority there is, so that the LLM
+# whose CPU it shares, and the executors that hold theirs, lose little to it.
+SPARE_NICE = 19
+
+
 def start_executors(count: int, *, num_cpus: float = 1.0,
                     resources: dict[str, float] | None = None, gpus: float = 0.0,
-                    names: list[str] | None = None) -> list[Any]:
+                    names: list[str] | None = None, nice: int = 0) -> list[Any]:
     """One sandbox slot per actor, placed wherever Ray finds the resources."""
     return [
         ExecutorActor.options(num_cpus=num_cpus, num_gpus=gpus, resources=resources or {},
-                              max_concurrency=1).remote(name)
+                              max_concurrency=1).remote(name, nice)
         for name in (names or [f"exec-{i}" for i in range(count)])
     ]
+
+
+def start_spares(count: int, names: list[str] | None = None) -> list[Any]:
+    """Spare executors: no CPU asked for (they run on an LLM's), candidates at SPARE_NICE."""
+    return start_executors(count, num_cpus=0.0, nice=SPARE_NICE,
+                           names=names or [f"exec-s{i}" for i in range(count)])
 
 
 @dataclass(frozen=True)
@@ -276,6 +297,7 @@ class Workers:
                  exec_placement: Placement) -> None:
         self.pools = pools
         self.executors = executors
+        self.spares: list[Any] = []  # executors on the LLMs' CPUs, while an LLM may be asked
         self.exec_placement = exec_placement
         self._next = 0  # the executor run_script uses next
         self._pool_by_name = {name: pool for pool in pools for name in pool.actors}
@@ -294,7 +316,10 @@ class Workers:
         p = exec_placement
         execs = start_executors(executors, num_cpus=p.num_cpus, resources=p.resources,
                                 gpus=p.gpus)
-        return cls(pools, execs, exec_placement)
+        workers = cls(pools, execs, exec_placement)
+        workers.spares = start_spares(workers.lendable_cpus())
+        workers.executors += workers.spares
+        return workers
 
     def models(self) -> list[str]:
         """The model name of each pool's first actor: waits for it to load, and turns a load
@@ -348,20 +373,23 @@ class Workers:
         return results
 
     def lendable_cpus(self) -> int:
-        """The executors the LLMs' CPUs would make once the search ends: those of LLM actors
-        placed on plain CPUs (an actor on a GPU or a custom resource holds a node whose CPUs
-        an executor may not be allowed, and waiting for it could hang the run's end)."""
+        """The executors the LLMs' CPUs would make once the search ends, beyond the spares
+        already on them: those of LLM actors placed on plain CPUs (an actor on a GPU or a
+        custom resource holds a node whose CPUs an executor may not be allowed, and waiting
+        for it could hang the run's end)."""
         cpus = sum(pool.placement.num_cpus * len(pool.actors) for pool in self.pools
                    if not pool.placement.gpus and not pool.placement.resources)
         per_executor = self.exec_placement.num_cpus
         if self.exec_placement.gpus or self.exec_placement.resources or per_executor <= 0:
             return 0
-        return int(cpus // per_executor)
+        return max(0, int(cpus // per_executor) - len(self.spares))
 
     def lend_llm_cpus(self) -> list[Any]:
         """No LLM is asked again (the search ended, or its programs stopped paying): its
-        actors go, and executors take the CPUs they held (`lendable_cpus`), so the answer's
-        fits and the floor's trials run side by side. The new executors."""
+        actors go, and executors take the CPUs they held, so the answer's fits and the
+        floor's trials run side by side: the spares run their next candidates as any other
+        executor (the call waits behind a run in progress), and new executors take what
+        CPUs are left (`lendable_cpus`). The new executors."""
         extra = self.lendable_cpus()
         for pool in self.pools:
             for actor in pool.actors.values():
@@ -370,6 +398,9 @@ class Workers:
             pool.actors.clear()
             pool.close()
         self.pools, self._pool_by_name = [], {}
+        for spare in self.spares:
+            spare.set_nice.remote(0)
+        self.spares = []
         p = self.exec_placement
         lent = start_executors(extra, num_cpus=p.num_cpus, gpus=p.gpus,
                                names=[f"exec-c{i}" for i in range(extra)])
@@ -377,10 +408,16 @@ class Workers:
         return lent
 
     def restart_executor(self, dead: Any) -> Any:
-        """A replacement in the dead one's place (close then stops it too)."""
+        """A replacement in the dead one's place (close then stops it too); a spare's is a
+        spare."""
         p = self.exec_placement
-        (fresh,) = start_executors(1, num_cpus=p.num_cpus, resources=p.resources, gpus=p.gpus,
-                                   names=[f"exec-r{os.urandom(2).hex()}"])
+        name = f"exec-r{os.urandom(2).hex()}"
+        if any(spare is dead for spare in self.spares):
+            (fresh,) = start_spares(1, names=[name])
+            self.spares = [fresh if spare is dead else spare for spare in self.spares]
+        else:
+            (fresh,) = start_executors(1, num_cpus=p.num_cpus, resources=p.resources,
+                                       gpus=p.gpus, names=[name])
         self.executors = [fresh if actor is dead else actor for actor in self.executors]
         if not any(actor is fresh for actor in self.executors):
             self.executors.append(fresh)
@@ -400,4 +437,4 @@ class Workers:
         for pool in self.pools:
             pool.actors.clear()
             pool.close()
-        self.executors = []
+        self.executors, self.spares = [], []

@@ -41,7 +41,8 @@ _SYSTEM_PATHS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin",
 
 SHIM = """\
 import os, resource, sys
-ready, mem, fsize, nproc, uid = map(int, sys.argv[1:6])
+ready, mem, fsize, nproc, uid, nice = map(int, sys.argv[1:7])
+os.nice(max(0, nice - os.nice(0)))
 # With a GPU the memory cap is on data (heap, private writable mappings), not address space:
 # CUDA reserves address space for the whole GPU and more at its first call, which no RAM cap
 # of a few GiB allows; a candidate that fills RAM is still stopped.
@@ -59,7 +60,7 @@ if uid >= 0:
     os.setuid(uid)
 os.write(ready, b"1")
 os.close(ready)
-os.execv(sys.argv[6], sys.argv[6:])
+os.execv(sys.argv[7], sys.argv[7:])
 """
 
 
@@ -80,7 +81,7 @@ def inner_argv(limits: Limits, uid: int | None, ready_fd: int) -> list[str]:
     return [
         sys.executable, "-I", "-S", "-c", SHIM,
         str(ready_fd), str(limits.memory_bytes), str(limits.file_bytes),
-        str(limits.max_processes), str(-1 if uid is None else uid),
+        str(limits.max_processes), str(-1 if uid is None else uid), str(limits.nice),
         sys.executable, "solution.py",
     ]  # fmt: skip
 

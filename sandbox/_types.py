@@ -25,10 +25,14 @@ class Limits:
     threads: int = 1  # OpenMP/BLAS threads: one per executor slot, so candidates never
     # oversubscribe the cores an LLM or other executors use (contention made a 1 s LightGBM
     # fit take 63 s beside llama.cpp on 2 cores)
+    nice: int = 0  # the niceness the candidate runs at, at least (19: on what the rest of the
+    # machine leaves idle; a process may raise its niceness, never lower it)
 
     def __post_init__(self) -> None:
         if self.wall_seconds <= 0:
             raise ValueError(f"wall_seconds must be positive, got {self.wall_seconds}")
+        if not 0 <= self.nice <= 19:
+            raise ValueError(f"nice must be 0 to 19, got {self.nice}")
         for name in ("memory_bytes", "max_processes", "output_bytes", "file_bytes", "tail_chars",
                      "threads"):
             if getattr(self, name) <= 0:

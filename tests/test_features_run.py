@@ -105,7 +105,8 @@ def test_a_program_that_helps_is_kept_and_the_others_are_refused(
 def test_programs_that_never_pay_give_the_llms_cpu_to_an_executor(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--llm-patience 3: after three programs in a row not kept the LLM is asked for no more,
-    its actor goes, and an executor on its CPU runs the floor's trials beside the first."""
+    its actor goes, and the spare executor on its CPU runs the floor's trials beside the
+    first, at the same priority."""
     _data(tmp_path / "train.csv")
     failing = [f'def add_features(df):\n    raise ValueError("idea {i}")\n' for i in range(8)]
     replies = {"features": [f"```python\n{p}```" for p in failing]}
@@ -123,7 +124,8 @@ def test_programs_that_never_pay_give_the_llms_cpu_to_an_executor(
     assert len(programs) >= 3 and not any(is_kept(n) for n in programs)
     assert all(n.created_at <= retired for n in programs)  # none asked for after it
     later = [n for n in run.journal if n.created_at > retired]
-    assert later and {n.executor for n in later if n.executor} == {"exec-0", "exec-c0"}, spent
+    # the spare executor on the LLM's CPU (exec-s0) runs beside exec-0 from then on as well
+    assert later and {n.executor for n in later if n.executor} == {"exec-0", "exec-s0"}, spent
     summary = (run_dir / "summary.md").read_text()
     assert "after 3 in a row were not kept, the LLM was asked for no more" in summary
     told = [line for line in capsys.readouterr().out.splitlines()

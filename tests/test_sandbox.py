@@ -357,6 +357,20 @@ def test_thread_limits_reach_the_candidate() -> None:
     assert result.status == "ok" and result.stdout_tail.split() == ["3", "3"]
 
 
+def test_a_candidate_runs_at_least_as_nice_as_its_limits_say() -> None:
+    """A spare executor's candidates (actors/workers.py) run at niceness 19, on what the LLM
+    beside them leaves idle; by default a candidate keeps its executor's niceness."""
+    import os
+
+    code = "import os\nprint(os.nice(0))\n"
+    spare = run_script(code, {}, Limits(wall_seconds=30, nice=19))
+    assert spare.status == "ok" and spare.stdout_tail.split() == ["19"], spare.error
+    plain = run_script(code, {}, Limits(wall_seconds=30))
+    assert plain.status == "ok" and plain.stdout_tail.split() == [str(os.nice(0))]
+    with pytest.raises(ValueError, match="nice must be 0 to 19"):
+        Limits(nice=20)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_lightgbm_sklearn_api_uses_the_executors_threads(threads: int) -> None:
     # LGBMModel(n_jobs=None) asks joblib for the physical cores and ignores OMP_NUM_THREADS:

@@ -1,5 +1,6 @@
-"""The run's actors on a real local Ray: scripts side by side on the executors, and the LLMs'
-CPUs lent to executors once the search ends (the answer's fits then run two at a time)."""
+"""The run's actors on a real local Ray: scripts side by side on the executors, a spare
+executor on an LLM's CPU, which runs as any other once the search ends (the answer's fits
+then run two at a time)."""
 
 from __future__ import annotations
 
@@ -29,19 +30,22 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
         started.close()
 
 
-def test_scripts_run_on_the_executors_in_order_then_on_the_llms_cpus(
+def test_scripts_run_on_the_executors_in_order_and_a_spare_on_the_llms_cpu(
         workers: Workers) -> None:
-    jobs = [(f"print({i} * 7)", {}, LIMITS) for i in range(3)]
-    assert [r.stdout_tail.strip() for r in workers.run_scripts(jobs)] == ["0", "7", "14"]
-    assert workers.lendable_cpus() == 1 and len(workers.executors) == 1
-    lent = workers.lend_llm_cpus()
-    assert len(lent) == 1 and workers.executors[-1] is lent[0] and len(workers.executors) == 2
-    assert workers.pools == [] and workers.lendable_cpus() == 0
-    # the new executor got the LLM's CPU: both run, each job's result in its place
-    jobs = [(f"import os; print({i}, os.getpid())", {}, LIMITS) for i in range(4)]
+    """The LLM's CPU has a spare executor from the start, its candidates at niceness 19 (on
+    what the LLM leaves idle); once no LLM is asked again it runs them as the other does."""
+    jobs = [(f"import os; print({i} * 7, os.nice(0))", {}, LIMITS) for i in range(3)]
+    results = [r.stdout_tail.split() for r in workers.run_scripts(jobs)]
+    assert [r[0] for r in results] == ["0", "7", "14"]
+    niceness = results[0][1]  # the executor's own: Ray's workers run at 15 by default
+    assert [r[1] for r in results] == [niceness, "19", niceness]  # jobs take turns
+    assert len(workers.spares) == 1 and len(workers.executors) == 2
+    assert workers.lendable_cpus() == 0  # the spare took the LLM's CPU
+    assert workers.lend_llm_cpus() == [] and workers.pools == [] and workers.spares == []
+    jobs = [(f"import os; print({i}, os.nice(0))", {}, LIMITS) for i in range(4)]
     results = workers.run_scripts(jobs)
     assert [r.status for r in results] == ["ok"] * 4
-    assert [r.stdout_tail.split()[0] for r in results] == ["0", "1", "2", "3"]
+    assert [r.stdout_tail.split() for r in results] == [[str(i), niceness] for i in range(4)]
     one = workers.run_script("print('alone')", {}, LIMITS)
     assert one.stdout_tail.strip() == "alone"
 
