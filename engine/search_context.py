@@ -25,11 +25,11 @@ KEPT_IN_MEMORY = 50
 # References whose gate sides without a program stay in memory: the floor's best
 # configuration moves on as its trials improve, and a program pairs with the newest.
 REFERENCES_KEPT = 4
+ALL_FOLDS = -1  # a run of engine-written code that fits every fold in one process
 
 # A reference configuration on a feature set: (the set, "" the columns as they are; the
 # family; its params as the proposal holds them).
 ReferenceKey = tuple[str, str, tuple[tuple[str, Any], ...]]
-ALL_FOLDS = -1  # a run of engine-written code that fits every fold in one process
 
 
 @dataclass(frozen=True)
