@@ -46,7 +46,7 @@ from search.floor import Floor
 from search.journal import Journal
 from search.node import Node, Operator
 from search.policy import InFlightKey, Policy, Proposal
-from search.programs import programs_spent
+from search.programs import programs_over_share, programs_spent
 
 # A floor run may take a fifth of the budget, at least this many seconds: a trial slower than
 # that is not worth the executor in a short run.
@@ -117,6 +117,7 @@ class SearchLoop:
         floor: Floor | None = None,
         keep_fold_models: bool = False,
         llm_patience: int = 0,
+        program_share: float = 1.0,
         lend_llm: Callable[[], list[Any]] | None = None,
     ) -> None:
         self.store = store
@@ -150,6 +151,8 @@ class SearchLoop:
             route = lambda operator: only  # noqa: E731 (one pool serves every operator)
         self._route = route
         self._patience, self._lend_llm = llm_patience, lend_llm  # see _retire_llm
+        # the share of the executors' seconds feature programs may take (search.programs)
+        self._program_share = program_share
         self._n_llm_slots = len(llm_slots)
         restart = None if restart_executor is None else (lambda dead, slot: restart_executor(dead))
         self._execs: ActorPool[Execution] = ActorPool(
@@ -246,7 +249,7 @@ class SearchLoop:
                 self._generate(*queued.popleft(), pool)
         if self._llms and programs_spent(self.journal, self._patience):
             self._retire_llm()
-        else:
+        elif not programs_over_share(self.journal, self._program_share):
             self._generate_ahead()
         self._engine_work()
 

@@ -59,6 +59,7 @@ from search.ideas import idea_pool
 from search.journal import Journal
 from search.node import Node, Operator
 from search.policy import Policy, Proposal, make_policy
+from search.programs import PROGRAM_SHARE
 
 # What a resumed start may not change: the task it was stored with.
 TASK_FLAGS = frozenset({"data", "target", "test", "metric", "seed", "split_seed", "out"})
@@ -200,6 +201,9 @@ class SearchRun:
                     on_node=on_node, route=config.routes.spec_for, folds=folds,
                     floor=self._floor(seed, recalled), keep_fold_models=config.save_model,
                     llm_patience=config.llm_patience if config.writes == "features" else 0,
+                    # the floor's trials are what programs wait for: without them, none would
+                    program_share=PROGRAM_SHARE
+                    if config.writes == "features" and config.floor else 1.0,
                     **workers.loop_arguments(),
                 )
                 progress.loop = loop

@@ -46,6 +46,12 @@ REJECTED = "feature program rejected:"
 # second fold of issue 42's runs the keeps were programs 2, 4, 7 and 38 of one task and 11 of
 # another; four tasks kept none of their 40 to 47 (benchmarks/results/llm-gain-2026-11-29).
 PATIENCE = 10
+# Feature programs may take at most this share of the executors' seconds spent so far; past
+# it the LLM is asked for none until the floor's trials catch up. A program's run fits the
+# reference configuration five times on every fold, and programs kept now and then keep the
+# LLM asking: on credit-g's fold 1 in issue 42's fourteenth measurement, 39 programs took
+# 471 s of the executors and the floor's trials 79 s (17 trials, to the floor arm's 326).
+PROGRAM_SHARE = 0.5
 # Each feature program refused in a row widens the next one's sampling by this much, up to
 # the ceiling (program_temperature).
 REFUSED_STEP = 0.15
@@ -139,6 +145,15 @@ def programs_spent(journal: Journal, patience: int) -> bool:
         return False
     finished = [n for n in journal.nodes_of(Operator.FEATURES) if n.status is not Status.LOST]
     return patience <= len(finished) and not any(map(is_kept, finished[-patience:]))
+
+
+def programs_over_share(journal: Journal, share: float) -> bool:
+    """Whether the feature programs that finished took more than `share` of the executor
+    seconds of every finished node: the LLM waits while they did. Never with a share of 1."""
+    if share >= 1:
+        return False
+    programs = sum(n.exec_seconds for n in journal.nodes_of(Operator.FEATURES))
+    return programs > share * sum(n.exec_seconds for n in journal)
 
 
 def program_temperature(journal: Journal, base: float) -> float:

@@ -21,7 +21,14 @@ from operators.features import reported_importances
 from operators.kinds import kind_of
 from search.node import Operator, Status
 from search.policy import Proposal
-from search.programs import GATE_SEEDS, REJECTED, gate_of, is_kept, program_counts
+from search.programs import (
+    GATE_SEEDS,
+    PROGRAM_SHARE,
+    REJECTED,
+    gate_of,
+    is_kept,
+    program_counts,
+)
 
 HELPS = 'def add_features(df):\n    df["ab"] = df["a"] * df["b"]\n    return df\n'
 TARGET = 'def add_features(df):\n    df["t"] = df["y"] + 1\n    return df\n'  # refused on its text
@@ -123,6 +130,12 @@ def test_programs_that_never_pay_give_the_llms_cpu_to_an_executor(
     programs = run.journal.nodes_of(Operator.FEATURES)
     assert len(programs) >= 3 and not any(is_kept(n) for n in programs)
     assert all(n.created_at <= retired for n in programs)  # none asked for after it
+    # no program was asked for while the programs before it had taken more than their share
+    # of the executors' seconds (search.programs.PROGRAM_SHARE)
+    for program in programs:
+        before = [n for n in run.journal if n.finished_at <= program.created_at]
+        spent_on = sum(n.exec_seconds for n in before if n.operator is Operator.FEATURES)
+        assert spent_on <= PROGRAM_SHARE * sum(n.exec_seconds for n in before), program
     later = [n for n in run.journal if n.created_at > retired]
     # the spare executor on the LLM's CPU (exec-s0) runs beside exec-0 from then on as well
     assert later and {n.executor for n in later if n.executor} == {"exec-0", "exec-s0"}, spent

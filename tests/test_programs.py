@@ -17,6 +17,7 @@ from search.programs import (
     kept_programs,
     program_counts,
     program_temperature,
+    programs_over_share,
     programs_spent,
 )
 from tests.helpers import make_node
@@ -116,3 +117,20 @@ def test_each_refusal_in_a_row_widens_the_next_programs_sampling_up_to_a_ceiling
     assert program_temperature(Journal([refused("r1"), failed]), 0.7) == 0.7  # ran, so not
     many = Journal([refused(f"r{i}") for i in range(10)])
     assert program_temperature(many, 0.7) == 1.2
+
+
+def test_programs_wait_while_they_took_more_than_their_share_of_the_executors() -> None:
+    def ran(node: Node, seconds: float) -> Node:
+        return dataclasses.replace(node, exec_seconds=seconds)
+
+    scored = Gate("ref", (0.01, -0.02, 0.01, -0.01, 0.0), False, "not kept")
+    nodes = [ran(make_node("t1", operator=Operator.TUNE), 10.0),
+             ran(features_node("a", scored), 12.0),
+             ran(make_node("e", operator=Operator.ENSEMBLE), 0.0)]
+    assert programs_over_share(Journal(nodes), 0.5)  # 12 of 22 s
+    more = [*nodes, ran(make_node("t2", operator=Operator.TUNE), 3.0)]
+    assert not programs_over_share(Journal(more), 0.5)  # 12 of 25 s
+    assert programs_over_share(Journal(more), 0.4)
+    assert not programs_over_share(Journal(nodes), 1.0)  # 1: no limit
+    assert not programs_over_share(Journal(nodes[:1]), 0.5)  # no program yet
+    assert not programs_over_share(Journal(), 0.5)
