@@ -8,7 +8,7 @@ Placement is by Ray resources. An LLM actor asks for its GPUs (a vLLM replica wi
 tensor parallelism N gets a STRICT_PACK placement group of N one-GPU bundles, so its shards
 share a node) and, on a cluster, one unit of a custom resource such as `llm` that only the
 LLM nodes declare; an executor asks for a CPU, optionally a fraction of a GPU, and a custom
-resource such as `executor`. An LLM actor on plain CPUs leaves them idle between its requests
+resource such as `executor`. The embedded model's actor leaves its CPU idle between requests
 (a feature program's reply takes seconds, its scoring longer): each such CPU gets a spare
 executor, which asks for no CPU and runs its candidates at niceness 19, so it runs on what the
 LLM leaves idle, and once no LLM is asked again it runs as any other.
@@ -304,7 +304,9 @@ class Workers:
 
     @classmethod
     def start(cls, plans: list[PoolPlan], executors: int,
-              exec_placement: Placement = Placement()) -> Workers:
+              exec_placement: Placement = Placement(), *, spares: bool = False) -> Workers:
+        """The pools and executors of `plans`; with `spares`, a spare executor on each plain
+        CPU the LLM actors hold (`lendable_cpus`)."""
         pools = []
         for k, plan in enumerate(plans):
             # One spec keeps the names llm-0, llm-1, ...; mixed specs get llm<k>-0, ...
@@ -317,8 +319,9 @@ class Workers:
         execs = start_executors(executors, num_cpus=p.num_cpus, resources=p.resources,
                                 gpus=p.gpus)
         workers = cls(pools, execs, exec_placement)
-        workers.spares = start_spares(workers.lendable_cpus())
-        workers.executors += workers.spares
+        if spares:
+            workers.spares = start_spares(workers.lendable_cpus())
+            workers.executors += workers.spares
         return workers
 
     def models(self) -> list[str]:

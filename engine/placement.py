@@ -77,4 +77,8 @@ def start_workers(config: RunConfig, options: dict[str, dict[str, Any]]) -> Work
                  llm_placement(config, spec), config.llm_replicas)
         for spec in config.routes.specs
     ]
-    return Workers.start(plans, config.executor_count, executor_placement(config))
+    # The embedded model holds a CPU of the machine the executors share, idle between its
+    # requests: a spare executor runs there at the lowest priority (actors/workers.py).
+    embedded = any(parse_spec(spec)[0] == "llama" for spec in config.routes.specs)
+    return Workers.start(plans, config.executor_count, executor_placement(config),
+                         spares=embedded)

@@ -25,7 +25,8 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
     replies = tmp_path / "replies.json"
     replies.write_text(json.dumps({"draft": ["```python\nprint(1)\n```"]}))
     with ray_session(None, 2):
-        started = Workers.start([PoolPlan(f"scripted:{replies}", {}, 1, Placement(), 1)], 1)
+        started = Workers.start([PoolPlan(f"scripted:{replies}", {}, 1, Placement(), 1)], 1,
+                                spares=True)
         yield started
         started.close()
 
