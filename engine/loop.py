@@ -249,8 +249,8 @@ class SearchLoop:
                 self._generate(*queued.popleft(), pool)
         if self._llms and programs_spent(self.journal, self._patience):
             self._retire_llm()
-        elif not programs_over_share(self.journal, self._program_share):
-            self._generate_ahead()
+        elif self._llms and not programs_over_share(self.journal, self._program_share):
+            self._generate_ahead()  # (without an LLM there is nothing to generate)
         self._engine_work()
 
     def _room(self) -> bool:
