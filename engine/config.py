@@ -22,7 +22,7 @@ from actors.llm import Routes, located, parse_routes, parse_spec, routes_from_ma
 from common.errors import UserError
 from common.metric import METRICS
 from search.node import Operator
-from search.programs import PATIENCE, WRITES
+from search.programs import PATIENCE, RECORD_FROM, WRITES
 
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
 _UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -96,7 +96,9 @@ class RunConfig:
         choices=("auto", *WRITES)))
     llm_patience: int = field(default=PATIENCE, metadata=_flag(
         "when the LLM writes feature programs alone: ask it for none after this many in a "
-        f"row were not kept, and give its CPUs to executors (default {PATIENCE}; 0: never)"))
+        f"row were not kept, or once (from the {RECORD_FROM}th scored on) they were better "
+        "no more often than chance, and give its CPUs to executors (default "
+        f"{PATIENCE}; 0: never)"))
     llm_replicas: int = field(default=1, metadata=_flag(
         "LLM actors (model copies) per spec (default 1)"))
     # Requests one LLM actor serves at once; None: the backend's own (llama 1, vllm 32, ...).

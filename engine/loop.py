@@ -79,6 +79,7 @@ class LoopStats:
     overhead_seconds: float = 0.0  # driver time spent proposing, scheduling, scoring, storing
     stopped_by: str = ""
     llm_retired_at: float | None = None  # seconds into this start; None: the LLM served to the end
+    llm_retired_why: str = ""  # search.programs.programs_spent's words
     test_scores: dict[str, float | None] = field(default_factory=dict)
 
 
@@ -247,8 +248,8 @@ class SearchLoop:
         for pool, queued in self._queued.items():  # steps waiting for their model
             while queued and self._llms[pool].has_free():
                 self._generate(*queued.popleft(), pool)
-        if self._llms and programs_spent(self.journal, self._patience):
-            self._retire_llm()
+        if self._llms and (spent := programs_spent(self.journal, self._patience)):
+            self._retire_llm(spent)
         elif self._llms and not programs_over_share(self.journal, self._program_share):
             self._generate_ahead()  # (without an LLM there is nothing to generate)
         self._engine_work()
@@ -300,9 +301,9 @@ class SearchLoop:
                 proposal, attempt = proposals[0], 0
             self._start(proposal, attempt)
 
-    def _retire_llm(self) -> None:
-        """`llm_patience` programs in a row were not kept (search.programs.programs_spent):
-        the LLM is asked nothing more, and once the LLM-written steps in flight are stored it
+    def _retire_llm(self, why: str) -> None:
+        """The LLM's programs stopped paying (search.programs.programs_spent says `why`):
+        it is asked nothing more, and once the LLM-written steps in flight are stored it
         goes and `lend_llm` gives its CPUs to executors. LLM work re-queued is dropped."""
         if any(op not in ENGINE_WRITTEN for op, _ in self._in_flight):
             return
@@ -310,7 +311,7 @@ class SearchLoop:
         for actor in self._lend_llm() if self._lend_llm is not None else []:
             self._execs.add(actor, f"executor-slot-{self._execs.size}")
         self._llms, self._queued, self._n_llm_slots = {}, {}, 0
-        self.stats.llm_retired_at = self.budget.elapsed()
+        self.stats.llm_retired_at, self.stats.llm_retired_why = self.budget.elapsed(), why
 
     def _start(self, proposal: Proposal, attempt: int) -> None:
         if self.search.stale(proposal):

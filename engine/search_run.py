@@ -186,7 +186,7 @@ class SearchRun:
                                                      store.kept_fold_models())
                     progress.node(node, stats.prompt_tokens + stats.completion_tokens)
                     if stats.llm_retired_at is not None:
-                        progress.llm_retired(stats.llm_retired_at, config.llm_patience)
+                        progress.llm_retired(stats.llm_retired_at, stats.llm_retired_why)
 
                 budget.reserve = closing_seconds(journal, config, folds, self.task, closing,
                                                  store.kept_fold_models())
@@ -306,7 +306,7 @@ class SearchRun:
             "overhead_seconds": total("overhead_seconds", stats.overhead_seconds),
             "stopped_by": "user" if interrupted else stats.stopped_by,
             "llm_retired_seconds": stats.llm_retired_at,
-            "llm_patience": self.config.llm_patience,
+            "llm_retired_why": stats.llm_retired_why,
         }
 
     def _finish(self, tests: dict[str, float | None], spent: dict[str, Any],
@@ -375,14 +375,14 @@ class Progress:
             markup=False, highlight=False,
         )
 
-    def llm_retired(self, at: float, patience: int) -> None:
+    def llm_retired(self, at: float, why: str) -> None:
         """Say once, as it happens, that the LLM was asked for no more (--llm-patience)."""
         if self.retirement_told:
             return
         self.retirement_told = True
         self.console.print(
-            f"[{at:6.0f}s] after {patience} feature programs in a row were not kept, the LLM "
-            "is asked for no more; its CPUs run the floor's trials from now on",
+            f"[{at:6.0f}s] the LLM is asked for no more ({why}); its CPUs run the floor's "
+            "trials from now on",
             markup=False, highlight=False,
         )
 

@@ -46,6 +46,16 @@ REJECTED = "feature program rejected:"
 # second fold of issue 42's runs the keeps were programs 2, 4, 7 and 38 of one task and 11 of
 # another; four tasks kept none of their 40 to 47 (benchmarks/results/llm-gain-2026-11-29).
 PATIENCE = 10
+# From this many scored programs on, the LLM is also asked for no more once its programs are
+# better than their reference (by the mean over the groups) no more often than coin tosses
+# would be: the one-sided sign test's p above RECORD_ALPHA. Patience reads only the keeps, and
+# the gate keeps about one program in six that changes nothing, so on a record of chance it
+# retired the LLM after about 31 programs, by luck. Over the 203 programs of issue 42's 14th
+# and 15th measurements (benchmarks/results/llm-gain-2026-12-03b/gate_record.py), this rule
+# stops the ten runs at chance at their 8th program (89 to 252 s) and neither of the two
+# better than chance (21 of 27 and 23 of 31 better); it was chosen on those same runs.
+RECORD_FROM = 8
+RECORD_ALPHA = 0.2
 # Feature programs may take at most this share of the executors' seconds spent so far; past
 # it the LLM is asked for none until the floor's trials catch up. A program's run fits the
 # reference configuration five times on every fold, and programs kept now and then keep the
@@ -137,14 +147,27 @@ def best_feature_set(journal: Journal) -> str:
     return kept[0].node_id if kept else ""
 
 
-def programs_spent(journal: Journal, patience: int) -> bool:
-    """Whether the last `patience` feature programs that finished were all not kept (refused,
-    failed or scored below the rule): the LLM's programs stopped paying. Never with patience
-    0."""
+def sign_test(better: int, scored: int) -> float:
+    """One-sided sign test: the chance that `scored` coin tosses give at least `better` heads."""
+    return sum(math.comb(scored, k) for k in range(better, scored + 1)) / 2 ** scored
+
+
+def programs_spent(journal: Journal, patience: int) -> str:
+    """Why the LLM's programs stopped paying, in words, or "" while they may yet: the last
+    `patience` feature programs that finished were all not kept (refused, failed or scored
+    below the rule), or from the RECORD_FROM-th scored program on, the scored ones were better
+    than their reference no more often than chance. Never with patience 0."""
     if patience <= 0:  # asked on every dispatch of the loop: a run without the rule reads nothing
-        return False
+        return ""
     finished = [n for n in journal.nodes_of(Operator.FEATURES) if n.status is not Status.LOST]
-    return patience <= len(finished) and not any(map(is_kept, finished[-patience:]))
+    if patience <= len(finished) and not any(map(is_kept, finished[-patience:])):
+        return f"{patience} feature programs in a row were not kept"
+    gates = [g for g in map(gate_of, finished) if g is not None]
+    better = sum(g.mean_gain > TIE for g in gates)
+    if len(gates) >= RECORD_FROM and (p := sign_test(better, len(gates))) > RECORD_ALPHA:
+        return (f"{better} of {len(gates)} scored feature programs were better than their "
+                f"reference, as coin tosses would be (sign test p {p:.2f})")
+    return ""
 
 
 def programs_over_share(journal: Journal, share: float) -> bool:

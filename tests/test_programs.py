@@ -9,6 +9,8 @@ import pytest
 from search.journal import Journal
 from search.node import Node, Operator, Status
 from search.programs import (
+    PATIENCE,
+    RECORD_FROM,
     REJECTED,
     Gate,
     best_feature_set,
@@ -19,6 +21,7 @@ from search.programs import (
     program_temperature,
     programs_over_share,
     programs_spent,
+    sign_test,
 )
 from tests.helpers import make_node
 
@@ -93,11 +96,39 @@ def test_the_llm_is_spent_after_patience_programs_in_a_row_not_kept() -> None:
                   make_node("t", operator=Operator.TUNE)]
     journal = Journal(after_keep)
     # three finished programs since the keep (a lost one is proposed again, a tune is no program)
-    assert programs_spent(journal, 3)
+    assert programs_spent(journal, 3) == "3 feature programs in a row were not kept"
     assert not programs_spent(journal, 4)  # the kept one is among the last four
     assert not programs_spent(journal, 0)  # 0: never
     assert not programs_spent(Journal(after_keep[1:3]), 3)  # fewer than patience so far
     assert programs_spent(Journal(after_keep[1:3]), 2)
+
+
+def test_the_sign_test_is_the_binomial_tail() -> None:
+    assert sign_test(8, 8) == 1 / 256
+    assert sign_test(6, 8) == pytest.approx(37 / 256)  # 28 + 8 + 1 ways of 6, 7 or 8 heads
+    assert sign_test(0, 8) == 1.0
+
+
+def test_the_llm_is_spent_once_its_programs_are_better_no_more_often_than_chance() -> None:
+    def scored(node_id: str, mean: float, kept: bool = False) -> Node:
+        return features_node(node_id, Gate("ref", (mean, mean, mean, mean, -mean), kept, ""))
+
+    # better by the mean, kept now and then so that patience alone would wait
+    good = [scored(f"g{i}", 0.01, kept=i % 4 == 0) for i in range(RECORD_FROM - 2)]
+    at_chance = [*good[:3], *(scored(f"w{i}", -0.01) for i in range(3)),
+                 scored("k", 0.01, kept=True), scored("z", 0.0)]  # 0: a tie, not better
+    assert len(at_chance) == RECORD_FROM
+    why = programs_spent(Journal(at_chance), PATIENCE)
+    assert why == ("4 of 8 scored feature programs were better than their reference, as coin "
+                   "tosses would be (sign test p 0.64)")
+    assert not programs_spent(Journal(at_chance[:-1]), PATIENCE)  # too few scored to tell
+    assert not programs_spent(Journal(at_chance), 0)  # 0: never
+    # 6 of 8 better: p = 37/256, below RECORD_ALPHA, so it goes on
+    better = [*good, scored("w", -0.01), scored("v", -0.02)]
+    assert not programs_spent(Journal(better), PATIENCE)
+    # refused and failed programs are no record of the gate's: they count for patience only
+    refused = features_node("r", None, status=Status.BUGGY, error=f"{REJECTED} reads y")
+    assert not programs_spent(Journal([*better, refused]), PATIENCE)
 
 
 def test_each_refusal_in_a_row_widens_the_next_programs_sampling_up_to_a_ceiling() -> None:

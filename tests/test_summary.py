@@ -87,20 +87,22 @@ def test_an_answer_without_a_kept_program_says_so(tmp_path: Path, task: Prepared
 def test_when_the_llm_was_asked_for_no_more_programs(tmp_path: Path,
                                                      task: PreparedTask) -> None:
     journal = journal_with_programs(answer_on_kept=False)
-    text = summary(tmp_path, task, journal, llm_retired_seconds=152.4, llm_patience=10)
-    assert ("- after 10 in a row were not kept, the LLM was asked for no more at 152s; its "
-            "CPUs ran the floor's trials from then on") in text
+    why = "10 feature programs in a row were not kept"
+    text = summary(tmp_path, task, journal, llm_retired_seconds=152.4, llm_retired_why=why)
+    assert ("- the LLM was asked for no more at 152s (10 feature programs in a row were not "
+            "kept); its CPUs ran the floor's trials from then on") in text
     assert "asked for no more" not in summary(tmp_path, task, journal, llm_retired_seconds=None)
 
 
 def test_the_log_tells_once_when_the_llm_was_asked_for_no_more(task: PreparedTask) -> None:
     console = Console(file=io.StringIO(), width=200)
     progress = Progress(console, task, Journal(), Budget(600))
-    progress.llm_retired(152.4, 10)
-    progress.llm_retired(160.0, 10)  # every later node asks again
+    why = "3 of 8 scored feature programs were better than their reference"
+    progress.llm_retired(152.4, why)
+    progress.llm_retired(160.0, why)  # every later node asks again
     assert console.file.getvalue().splitlines() == [
-        "[   152s] after 10 feature programs in a row were not kept, the LLM is asked for no "
-        "more; its CPUs run the floor's trials from now on"]
+        "[   152s] the LLM is asked for no more (3 of 8 scored feature programs were better "
+        "than their reference); its CPUs run the floor's trials from now on"]
 
 
 def test_an_ensemble_uses_its_weighted_members_programs_kept_or_not(

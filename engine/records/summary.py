@@ -241,9 +241,9 @@ def programs_section(journal: Journal, facts: Mapping[str, Any]) -> list[str]:
              f"{counts.failed} failed, {counts.scored} scored, {counts.kept} kept; median LLM "
              f"seconds per program {'n/a' if median is None else f'{median:.1f}'}"]
     if facts.get("llm_retired_seconds") is not None:
-        lines.append(f"- after {facts.get('llm_patience')} in a row were not kept, the LLM was "
-                     f"asked for no more at {facts['llm_retired_seconds']:.0f}s; its CPUs ran "
-                     "the floor's trials from then on")
+        lines.append(f"- the LLM was asked for no more at {facts['llm_retired_seconds']:.0f}s "
+                     f"({facts.get('llm_retired_why', '')}); its CPUs ran the floor's trials "
+                     "from then on")
     answer = journal.final()
     if answer is not None:
         used = answer_programs(journal, member_weights(answer))
