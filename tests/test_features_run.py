@@ -126,6 +126,7 @@ def test_programs_that_never_pay_give_the_llms_cpu_to_an_executor(
     (run_dir,) = [p for p in out.iterdir() if not p.name.startswith(".")]
     run = open_run(run_dir)
     spent = run.manifest["spent"]
+    assert spent["llm_retired_why"] == "3 feature programs in a row were not kept"
     retired = run.manifest["starts"][0]["at"] + spent["llm_retired_seconds"]
     programs = run.journal.nodes_of(Operator.FEATURES)
     assert len(programs) >= 3 and not any(is_kept(n) for n in programs)
@@ -139,7 +140,7 @@ def test_programs_that_never_pay_give_the_llms_cpu_to_an_executor(
     later = [n for n in run.journal if n.created_at > retired]
     assert later and {n.executor for n in later if n.executor} == {"exec-0", "exec-c0"}, spent
     summary = (run_dir / "summary.md").read_text()
-    assert "after 3 in a row were not kept, the LLM was asked for no more" in summary
+    assert "(3 feature programs in a row were not kept); its CPUs ran" in summary
     told = [line for line in capsys.readouterr().out.splitlines()
             if line.startswith("[") and "asked for no more" in line]  # the log's, not the summary's
-    assert len(told) == 1 and "after 3 feature programs in a row" in told[0], told
+    assert len(told) == 1 and "(3 feature programs in a row were not kept)" in told[0], told
