@@ -303,10 +303,12 @@ def serve(run: Path, host: str, port: int, sessions_count: int, max_body_mb: flo
                 print(f"{run.name} kept no model of its answer: every request trains it "
                       "again (engine.predict does the same)", flush=True)
             bound_host, bound_port = sock.getsockname()[:2]
-            print(f"serving the answer of {run.name} on http://{bound_host}:{bound_port} "
-                  "(GET /health, POST /predict); Ctrl-C stops", flush=True)
+            # A Ctrl-C from the announcement on is a normal stop, even one that lands before
+            # uvicorn's handlers are in: the announcement is inside the suppressed block.
+            # uvicorn stops gracefully on the signal, then raises it again once it is done.
             with contextlib.suppress(KeyboardInterrupt):
-                # uvicorn stops gracefully on the signal, then raises it again once it is done
+                print(f"serving the answer of {run.name} on http://{bound_host}:{bound_port} "
+                      "(GET /health, POST /predict); Ctrl-C stops", flush=True)
                 uvicorn.Server(config).run(sockets=[sock])
         finally:
             # Ignored while the sessions close: the stopping signal raised again late, or a

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import engine.serve
 from engine import predict
 from engine.records.store import RunStore
 from engine.serve import _listen, main
@@ -228,6 +229,44 @@ def test_ctrl_c_closes_the_sandbox_session_and_exits_0(run_dir: Path) -> None:
     assert code == 0, service.proc.stderr.read()  # type: ignore[union-attr]
     assert "stopped; the sandbox sessions are closed" in service.printed()
     assert not [pid for pid in sandboxes if Path(f"/proc/{pid}").exists()]
+
+
+def test_a_ctrl_c_just_after_the_announcement_is_a_normal_stop(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The signal lands between the "serving" line and uvicorn's handlers (a busy machine
+    descheduled the service there): still exit 0 with its sessions closed, not "before
+    serving" with 130, and uvicorn does not start."""
+    closed: list[bool] = []
+
+    class FakeSessions:
+        trains_again = False
+
+        def __init__(self, run: Path, count: int) -> None: ...
+
+        def close(self) -> None:
+            closed.append(True)
+
+    class Uvicorn:
+        class Config:
+            def __init__(self, *args: object, **kwargs: object) -> None: ...
+
+        class Server:
+            def __init__(self, config: object) -> None:
+                raise AssertionError("uvicorn started after the Ctrl-C")
+
+    def print_then_interrupted(*args: object, **kwargs: Any) -> None:
+        print(*args, **kwargs)
+        if str(args[0]).startswith("serving the answer"):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine.serve, "Sessions", FakeSessions)
+    monkeypatch.setattr(engine.serve, "build_app", lambda *args: None)
+    monkeypatch.setattr(engine.serve, "_uvicorn", lambda: Uvicorn)
+    monkeypatch.setattr(engine.serve, "print", print_then_interrupted, raising=False)
+    assert main([str(tmp_path), "--port", "0"]) == 0
+    assert closed == [True]
+    assert "stopped; the sandbox sessions are closed" in capsys.readouterr().out
 
 
 def test_a_bad_run_is_one_line_and_exit_not_0(run_dir: Path, tmp_path: Path,
