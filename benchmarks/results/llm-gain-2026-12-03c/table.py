@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from common.metric import METRICS
+from common.metric import METRICS, MetricSpec
 from engine.records.runs import open_run
 
 HERE = Path(__file__).resolve().parent
@@ -35,10 +35,10 @@ def retired(run_dir: str) -> str:
     return "never" if at is None else f"{at:.0f} ({spent.get('llm_retired_why', '')})"
 
 
-def signed(llm: float | None, other: float | None, maximize: bool) -> str:
+def signed(llm: float | None, other: float | None, metric: MetricSpec) -> str:
     if llm is None or other is None:
         return "n/a"
-    return f"{(llm - other) * (1 if maximize else -1):+.4g}"
+    return f"{metric.normalise(llm) - metric.normalise(other):+.4g}"
 
 
 print("| task (metric) | fold | floor | LLM | LLM − floor | 15th LLM | LLM − 15th LLM | programs "
@@ -47,7 +47,7 @@ print("| task (metric) | fold | floor | LLM | LLM − floor | 15th LLM | LLM −
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 for row in this[(this.method == "greedy") & (this.status == "ok")].to_dict("records"):
     task, fold, test = str(row["task"]), int(row["fold"]), float(row["test"])
-    maximize = METRICS[str(row["metric"])].maximize
+    metric = METRICS[str(row["metric"])]
     floor = score(this, task, fold, "floor")
     before = score(fifteenth, task, fold, "greedy")
     counts = " / ".join(str(int(row[f"programs_{k}"]))
@@ -55,7 +55,7 @@ for row in this[(this.method == "greedy") & (this.status == "ok")].to_dict("reco
     median = row["program_llm_seconds"]
     print(f"| {task} ({row['metric']}) | {fold} | "
           f"{'n/a' if floor is None else f'{floor:.5g}'} | {test:.5g} | "
-          f"{signed(test, floor, maximize)} | {'n/a' if before is None else f'{before:.5g}'} | "
-          f"{signed(test, before, maximize)} | {counts} | "
+          f"{signed(test, floor, metric)} | {'n/a' if before is None else f'{before:.5g}'} | "
+          f"{signed(test, before, metric)} | {counts} | "
           f"{'yes' if row['answer_uses_program'] else 'no'} | {retired(str(row['run_dir']))} | "
           f"{'n/a' if pd.isna(median) else f'{float(median):.1f}'} |")
