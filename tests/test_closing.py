@@ -12,13 +12,23 @@ import pytest
 
 from engine.budget import Budget
 from engine.config import RunConfig
-from engine.evaluation.final import MAX_CLOSING_SHARE, SAVE_SHARE, closing_seconds
+from engine.deploy.saved_model import compose_runs
+from engine.evaluation.final import (
+    COMPOSE_SECONDS,
+    COMPOSE_SECONDS_PER_MB,
+    MAX_CLOSING_SHARE,
+    SAVE_SHARE,
+    closing_seconds,
+)
 from engine.evaluation.folds import HOLDOUT, make_folds
 from engine.evaluation.select import CV_FOLDS
 from engine.records.summary import summary_facts, write_summary
 from engine.search_run import task_context
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
+from operators.harness import assemble
 from operators.kinds.ensemble import ensemble_written, weighted_members
+from operators.models import model_code
+from sandbox import SUBMISSION_CAP
 from search.journal import Journal
 from search.node import Node, Operator
 from tests.helpers import make_node
@@ -59,6 +69,37 @@ def test_a_k_fold_answer_keeps_back_its_save_only(task: PreparedTask) -> None:
     # Nothing to save and nothing to refit: the search keeps the whole budget.
     assert closing_seconds(journal, config(save_model=False), folds, task, 1) == 0.0
     assert closing_seconds(Journal(), config(), folds, task, 1) == 0.0
+
+
+def test_an_answer_put_together_from_kept_models_keeps_back_its_compose_runs(
+        task: PreparedTask) -> None:
+    folds = make_folds(task, 5)
+    ctx = task_context(task, 0)
+    code = assemble(ctx, model_code(ctx, "lgbm", {"n_estimators": 20}))  # make_model() code
+    nodes = [make_node(f"{i:012x}", metric=0.1 * i, exec_seconds=40.0, code=code)
+             for i in range(1, 4)]
+    journal = Journal(nodes)
+    weights = {"000000000003": 1, "000000000002": 1}
+    written = ensemble_written(ctx, [journal.get(i) for i in weights], weights, len(journal))
+    journal.add(dataclasses.replace(ensemble_of(task, journal, weights), code=written.code))
+    mib = 2**20
+    small = {"000000000003": [mib] * 5, "000000000002": [mib] * 5}
+    one_run = COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * 10
+    assert closing_seconds(journal, config(), folds, task, 2, small) == pytest.approx(one_run)
+    # 236.5 MiB over five folds (README command 1, six members): more than one run may hand
+    # back, so two runs side by side, or one after the other on one executor.
+    big = {"000000000003": [24 * mib] * 5, "000000000002": [23 * mib] * 5}
+    assert compose_runs([47 * mib] * 5) == [[0, 1, 2], [3, 4]]
+    assert closing_seconds(journal, config(), folds, task, 2, big) == pytest.approx(
+        COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * 235)
+    assert closing_seconds(journal, config(), folds, task, 1, big) == pytest.approx(
+        2 * COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * 235)
+    # A member not kept, or a fold too big for any run: the members are fitted again.
+    fitted = SAVE_SHARE * 80.0 * 3 / 5
+    assert closing_seconds(journal, config(), folds, task, 2,
+                           {"000000000003": [mib] * 5}) == pytest.approx(fitted)
+    huge = {**small, "000000000002": [SUBMISSION_CAP] * 5}
+    assert closing_seconds(journal, config(), folds, task, 2, huge) == pytest.approx(fitted)
 
 
 def test_the_saved_fits_run_in_rounds_of_the_executors(task: PreparedTask) -> None:

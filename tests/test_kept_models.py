@@ -19,7 +19,13 @@ import pandas as pd
 import pytest
 
 from engine.deploy.bundle import export_model
-from engine.deploy.saved_model import answer_candidates, compose_answer, replay_inputs
+from engine.deploy.saved_model import (
+    COMPOSE_SHARE_OF_CAP,
+    answer_candidates,
+    compose_answer,
+    compose_runs,
+    replay_inputs,
+)
 from engine.evaluation.folds import Folds, all_folds_inputs, dev_labels, make_folds
 from engine.evaluation.scoring import (
     combine_predictions,
@@ -41,7 +47,7 @@ from operators.harness import FOLDS_MAGIC, MODEL_MAGIC, assemble
 from operators.kinds.cases import engine_form
 from operators.kinds.ensemble import ensemble_code, ensemble_written
 from operators.models import model_code
-from sandbox import ExecResult, run_script
+from sandbox import ExecResult, Limits, run_script
 from search.journal import Journal
 from search.node import Operator
 from tests.helpers import make_data, make_node
@@ -98,7 +104,10 @@ def test_fold_states_are_cut_apart_only_when_whole() -> None:
     assert fold_states(MODEL_MAGIC + b"a") is None and fold_states(None) is None
 
 
-def test_an_ensemble_is_put_together_from_its_members_kept_models(task: PreparedTask) -> None:
+@pytest.fixture(scope="module")
+def kept_ensemble(task: PreparedTask) -> tuple[str, list[list[bytes]], list[bytes]]:
+    """An ensemble of MEMBERS weighted 3 to 1: its code, each member's kept fold models from
+    an all-folds scoring run, and each member's test predictions as its node keeps them."""
     ctx = task_context(task, 0)
     folds = make_folds(task, 6)  # 2 members x 6 folds: 12 blocks, so block 10 follows 9
     codes, states, tests = [], [], []
@@ -110,26 +119,73 @@ def test_an_ensemble_is_put_together_from_its_members_kept_models(task: Prepared
         codes.append(assemble(ctx, model))
         states.append(kept)
         tests.append(test)
-    weights = [3, 1]
-    code = ensemble_code(ctx, codes, weights)
+    return ensemble_code(ctx, codes, WEIGHTS), states, tests
+
+
+WEIGHTS = [3, 1]
+
+
+def served_by(task: PreparedTask, code: str, states: list[bytes]) -> np.ndarray:
+    """What the saved fold models of `code` predict for the test rows, with no training rows
+    at all, their folds combined."""
+    result = run_script(fitted_wrapper(LOAD), replay_inputs(
+        [b"\x00 no rows"] * len(states), code, states, csv_bytes(task.test_X)), LIMITS)
+    assert result.status == "ok", result.stderr_tail
+    blocks = read_stacked(task, result.test_csv, "test", len(task.test_X), len(states))
+    return combine_predictions(task, blocks)["prediction"].to_numpy()
+
+
+def test_an_ensemble_is_put_together_from_its_members_kept_models(
+        task: PreparedTask, kept_ensemble: tuple[str, list[list[bytes]], list[bytes]]) -> None:
+    code, states, tests = kept_ensemble
     run_all = one_at_a_time(run_script)
     fitted = compose_answer(task, "e1", code, states, tests, run_all, LIMITS)
     assert fitted is not None, "the kept models did not check out"
     assert fitted.record["from"] == "the fold models its scoring kept"
     assert fitted.record["fit_seconds"] == 0.0 and len(fitted.states) == 6
+    assert fitted.record["compose_runs"] == 1
     # The composed models predict what the ensemble node scored: its members' test
-    # predictions combined by the weights, with no training rows at all.
-    result = run_script(fitted_wrapper(LOAD), replay_inputs(
-        [b"\x00 no rows"] * 6, code, fitted.states, csv_bytes(task.test_X)), LIMITS)
-    assert result.status == "ok", result.stderr_tail
-    blocks = read_stacked(task, result.test_csv, "test", len(task.test_X), 6)
-    served = combine_predictions(task, blocks)["prediction"].to_numpy()
+    # predictions combined by the weights.
     scored_ensemble = combine_predictions(
-        task, [read_submission(task, t, "test") for t in tests], weights)["prediction"]
-    assert np.allclose(served, scored_ensemble.to_numpy(), rtol=1e-9, atol=1e-9)
+        task, [read_submission(task, t, "test") for t in tests], WEIGHTS)["prediction"]
+    assert np.allclose(served_by(task, code, fitted.states), scored_ensemble.to_numpy(),
+                       rtol=1e-9, atol=1e-9)
     # Kept models that do not give their member's scored predictions are not used.
     swapped = [tests[1], tests[0]]
     assert compose_answer(task, "e1", code, states, swapped, run_all, LIMITS) is None
+
+
+def test_models_too_big_for_one_run_are_put_together_in_several(
+        task: PreparedTask, kept_ensemble: tuple[str, list[list[bytes]], list[bytes]]) -> None:
+    # README command 1 on concrete: an ensemble of six members, 236.5 MiB over five folds, more
+    # than one run may hand back (SUBMISSION_CAP); the cut answer was fitted again, 69 s.
+    code, states, tests = kept_ensemble
+    fold_bytes = [sum(len(member[fold]) for member in states) for fold in range(6)]
+    cap = int(2.5 * max(fold_bytes) / COMPOSE_SHARE_OF_CAP)  # two folds a run, never three
+    calls: list[int] = []
+
+    def run_all(jobs: list[tuple[str, dict[str, bytes], Limits]]) -> list[ExecResult]:
+        calls.append(len(jobs))
+        return [run_script(*job) for job in jobs]
+
+    fitted = compose_answer(task, "e1", code, states, tests, run_all, LIMITS, cap=cap)
+    assert fitted is not None and calls == [3] and fitted.record["compose_runs"] == 3
+    whole = compose_answer(task, "e1", code, states, tests, one_at_a_time(run_script), LIMITS)
+    assert whole is not None
+    assert np.allclose(served_by(task, code, fitted.states),
+                       served_by(task, code, whole.states), rtol=1e-12, atol=1e-12)
+    # A fold whose kept models alone are over what a run may hand back: fitted again.
+    assert compose_answer(task, "e1", code, states, tests, run_all, LIMITS,
+                          cap=int(0.5 * max(fold_bytes))) is None
+    assert calls == [3]  # and no run was spent finding that out
+
+
+def test_compose_runs_take_consecutive_folds_under_the_share_of_the_cap() -> None:
+    cap = 100  # 90 bytes a run
+    assert compose_runs([30, 30, 30], cap) == [[0, 1, 2]]
+    assert compose_runs([50, 30, 20, 60, 40], cap) == [[0, 1], [2, 3], [4]]
+    assert compose_runs([30, 95], cap) is None
+    assert compose_runs([], cap) == []
 
 
 def context(task_type: str = "regression", proba: bool = False) -> TaskContext:

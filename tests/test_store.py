@@ -70,3 +70,14 @@ def test_in_flight_notes_round_trip(store: RunStore) -> None:
     store.clear_in_flight("a")
     assert store.take_in_flight() == [Proposal(Operator.DEBUG, "n1", 0.9)]
     assert store.take_in_flight() == []
+
+
+def test_kept_fold_models_say_their_sizes_in_fold_order(store: RunStore) -> None:
+    assert store.kept_fold_models() == {}
+    states = [bytes(size) for size in (3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5)]  # fold-10 after fold-9
+    store.keep_fold_models("a", states)
+    store.keep_fold_models("b", [b"xy"])
+    assert store.kept_fold_models() == {"a": [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5], "b": [2]}
+    assert store.read_fold_models("a") == states
+    store.drop_fold_models({"b"})
+    assert store.kept_fold_models() == {"b": [2]}

@@ -26,6 +26,7 @@ manifest's `model` record says why, and predicting trains the answer again, as b
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,29 +161,68 @@ def fit_answer(task: PreparedTask, node_id: str, code: str, folds: Folds | None,
     return FittedAnswer(record, states, tests)
 
 
+# A compose run hands its answer back as one file, which the engine reads up to the sandbox's
+# SUBMISSION_CAP. An answer's model of a fold holds its members' kept models of that fold, and
+# pickled together they take about what they took apart: a run gets as many folds as keep
+# their kept models under this share of the cap (README command 1 on concrete, an ensemble of
+# six members: 236.5 MiB for five folds, so one run's answer was cut and fitted again, 69 s).
+COMPOSE_SHARE_OF_CAP = 0.9
+
+
+def compose_runs(fold_bytes: Sequence[int], cap: int = SUBMISSION_CAP) -> list[list[int]] | None:
+    """The folds each compose run puts together, consecutive and in order, given the bytes of
+    every member's kept models of each fold (`fold_bytes[i]` for fold i): as many to a run as
+    stay under COMPOSE_SHARE_OF_CAP of `cap`; None when one fold alone does not."""
+    limit = COMPOSE_SHARE_OF_CAP * cap
+    runs: list[list[int]] = []
+    held = 0
+    for fold, size in enumerate(fold_bytes):
+        if size > limit:
+            return None
+        if not runs or held + size > limit:
+            runs.append([])
+            held = 0
+        runs[-1].append(fold)
+        held += size
+    return runs
+
+
 def compose_answer(task: PreparedTask, node_id: str, code: str, members: list[list[bytes]],
                    member_tests: list[bytes], run_all: BatchRunner,
-                   limits: Limits) -> FittedAnswer | None:
+                   limits: Limits, cap: int = SUBMISSION_CAP) -> FittedAnswer | None:
     """The answer's saved model put together from the fold models its scoring runs kept
-    (`members[j][i]`: member j's model of fold i; a single node is its own one member): one
-    sandbox run that predicts the test rows with every kept model and, for an ensemble,
-    joins the members fold by fold. Kept only if each member's fold models, combined as
-    scoring combined them, give that member's kept test predictions (`member_tests[j]`);
-    None when they do not, or the run fails: the answer is then fitted again."""
-    inputs = {SOLUTION_FILE: code.encode("utf-8"), "test.csv": task.inputs()["test.csv"]}
-    for member, kept_states in enumerate(members):
-        inputs |= {f"{KEPT_PREFIX}-{member}-{fold}.pkl": state
-                   for fold, state in enumerate(kept_states)}
-    (result,) = run_all([(fitted_wrapper(COMPOSE), inputs, limits)])
+    (`members[j][i]`: member j's model of fold i; a single node is its own one member): sandbox
+    runs side by side (`compose_runs`: one unless the models outgrow what one run may hand
+    back, `cap`) that predict the test rows with every kept model and, for an ensemble, join
+    the members fold by fold. Kept only if each member's fold models, combined as scoring
+    combined them, give that member's kept test predictions (`member_tests[j]`); None when
+    they do not, or a run fails: the answer is then fitted again."""
     folds = len(members[0])
-    states = fold_states(result.fitted)
-    if result.status != "ok" or states is None or len(states) != folds:
+    runs = compose_runs([sum(len(kept[fold]) for kept in members) for fold in range(folds)],
+                        cap)
+    if runs is None:
         return None
+    test_csv = task.inputs()["test.csv"]
+    results = run_all([(fitted_wrapper(COMPOSE), {
+        SOLUTION_FILE: code.encode("utf-8"), "test.csv": test_csv,
+        **{f"{KEPT_PREFIX}-{member}-{index}.pkl": kept[fold]
+           for member, kept in enumerate(members) for index, fold in enumerate(run)}},
+        limits) for run in runs])
+    states: list[bytes] = []
+    member_blocks: list[list[pd.DataFrame]] = [[] for _ in members]
     try:
-        blocks = read_stacked(task, result.test_csv, "test", len(task.test_X),
-                              folds * len(members))
-        for member, kept in enumerate(member_tests):
-            combined = combine_predictions(task, blocks[member * folds:(member + 1) * folds])
+        for run, result in zip(runs, results, strict=True):
+            composed = fold_states(result.fitted)
+            if result.status != "ok" or composed is None or len(composed) != len(run):
+                return None
+            states += composed
+            # blocks member by member, each member's folds in order
+            blocks = read_stacked(task, result.test_csv, "test", len(task.test_X),
+                                  len(run) * len(members))
+            for member, kept_blocks in enumerate(member_blocks):
+                kept_blocks += blocks[member * len(run):(member + 1) * len(run)]
+        for blocks, kept in zip(member_blocks, member_tests, strict=True):
+            combined = combine_predictions(task, blocks)
             if not same_predictions(task, read_submission(task, frame_csv(task, combined),
                                                           "test"),
                                     read_submission(task, kept, "test")):
@@ -192,8 +232,8 @@ def compose_answer(task: PreparedTask, node_id: str, code: str, members: list[li
     record = {"saved": True, "node_id": node_id, "models": folds, "form": "fitted model",
               "training": f"the learn rows of each of {folds} folds",
               "from": "the fold models its scoring kept", "bytes": sum(map(len, states)),
-              "fit_seconds": 0.0, "replay_seconds": 0.0,
-              "compose_seconds": round(result.seconds, 2)}
+              "fit_seconds": 0.0, "replay_seconds": 0.0, "compose_runs": len(runs),
+              "compose_seconds": round(sum(result.seconds for result in results), 2)}
     return FittedAnswer(record, states)
 
 

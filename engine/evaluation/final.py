@@ -10,6 +10,7 @@ that would be the answer now, and the search stops that much before the budget e
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -19,6 +20,7 @@ from engine.deploy.saved_model import (
     FittedAnswer,
     answer_members,
     compose_answer,
+    compose_runs,
     fit_answer,
     keep,
     saved_answer,
@@ -135,13 +137,15 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
 
 
 def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
-                    task: PreparedTask, executors: int, kept: set[str] | None = None) -> float:
+                    task: PreparedTask, executors: int,
+                    kept: Mapping[str, Sequence[int]] | None = None) -> float:
     """The seconds the work after the search would take if the search ended now: saving the
     answer's model (put together from the fold models its scoring kept, when every one it
-    needs is in `kept`; else its training sets fitted `executors` at a time), on the holdout
-    its refit on every train + valid row, and with `--select cv` the cross-validation of the
-    top nodes; estimated from the scoring runs of the nodes involved (an ensemble's: its
-    weighted members'), at most MAX_CLOSING_SHARE of the budget."""
+    needs is in `kept`, node to the bytes of its models in fold order, and they fit in compose
+    runs; else its training sets fitted `executors` at a time), on the holdout its refit on
+    every train + valid row, and with `--select cv` the cross-validation of the top nodes;
+    estimated from the scoring runs of the nodes involved (an ensemble's: its weighted
+    members'), at most MAX_CLOSING_SHARE of the budget."""
     best = journal.best()
     if best is None:
         return 0.0
@@ -156,11 +160,16 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
         per_fit = 1.0 / folds.k
     seconds = 0.0
     members = answer_members(best)
-    if config.save_model and not holdout and members and set(members) <= (kept or set()):
+    kept = kept or {}
+    sizes = [list(kept[i]) for i in members if i in kept]
+    compose = _kept_runs(sizes) if sizes and len(sizes) == len(members) else None
+    if config.save_model and not holdout and compose:
         nodes = [journal.get(i) for i in members if i in journal]
-        seconds += COMPOSE_SECONDS + k * sum(
-            (n.predict_ms_per_row or 0.0) * len(task.test_X) / 1000
-            + COMPOSE_SECONDS_PER_MB * (n.model_mb or 0.0) for n in nodes)
+        megabytes = sum(map(sum, sizes)) / 2**20
+        seconds += (COMPOSE_SECONDS * -(-len(compose) // slots)
+                    + COMPOSE_SECONDS_PER_MB * megabytes
+                    + k * sum((n.predict_ms_per_row or 0.0) * len(task.test_X) / 1000
+                              for n in nodes))
     elif config.save_model:
         seconds += SAVE_SHARE * _scoring_seconds(journal, best) * per_fit * rounds
     elif holdout:  # nothing saved: the refit alone
@@ -172,6 +181,14 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
                 for n in distinct_best(journal.eligible_nodes)[:CV_TOP_K] for _ in range(CV_FOLDS)]
         seconds += max(sum(runs[i::slots]) for i in range(slots))
     return min(seconds, MAX_CLOSING_SHARE * config.budget)
+
+
+def _kept_runs(sizes: list[list[int]]) -> list[list[int]] | None:
+    """The compose runs (`compose_runs`) of members whose kept fold models take `sizes` bytes
+    (member by member, in fold order); None when their folds differ or one is too big."""
+    if len({len(member) for member in sizes}) != 1:
+        return None
+    return compose_runs([sum(fold) for fold in zip(*sizes, strict=True)])
 
 
 def _scoring_seconds(journal: Journal, node: Node) -> float:
@@ -191,8 +208,13 @@ def kept_model(store: RunStore, task: PreparedTask, node: Node, folds: Folds | N
     tests = [store.read_predictions(member, "test") for member in members]
     if any(s is None or len(s) != folds.k for s in states) or None in tests:
         return None
+    runs = _kept_runs([[len(state) for state in s] for s in states if s is not None])
+    if runs is None:
+        console.print("the fold models its scoring kept are too big to put together: the "
+                      "answer is fitted again", markup=False)
+        return None
     console.print(f"saving the answer's model from the {folds.k * len(members)} fold models "
-                  "its scoring kept", markup=False)
+                  f"its scoring kept{f' ({len(runs)} runs)' * (len(runs) > 1)}", markup=False)
     return compose_answer(task, node.node_id, node.code, [s for s in states if s is not None],
                           [t for t in tests if t is not None], run_all, limits)
 

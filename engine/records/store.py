@@ -228,22 +228,23 @@ class RunStore:
             for fold, state in enumerate(states):
                 (staging / f"fold-{fold}.pkl").write_bytes(state)
 
-    def kept_fold_models(self) -> set[str]:
-        """The nodes whose fold models are kept."""
+    def kept_fold_models(self) -> dict[str, list[int]]:
+        """The nodes whose fold models are kept, each with the bytes of its models in fold
+        order."""
         folder = self.root / MODELS_DIR
-        return {p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")} \
-            if folder.is_dir() else set()
+        if not folder.is_dir():
+            return {}
+        return {p.name: [f.stat().st_size for f in _fold_files(p)]
+                for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")}
 
     def read_fold_models(self, node_id: str) -> list[bytes] | None:
         """A node's kept fold models, in fold order; None when none are kept."""
-        folder = self.root / MODELS_DIR / node_id
-        paths = sorted(folder.glob("fold-*.pkl"), key=lambda p: int(p.stem.split("-")[1]))
-        return [p.read_bytes() for p in paths] or None
+        return [p.read_bytes() for p in _fold_files(self.root / MODELS_DIR / node_id)] or None
 
     def drop_fold_models(self, keep: set[str]) -> None:
         """Remove the kept fold models of every node not in `keep` (none can become the
         answer any more; at the end of a start, every node's: best/model/ holds the answer's)."""
-        for node_id in self.kept_fold_models() - keep:
+        for node_id in self.kept_fold_models().keys() - keep:
             shutil.rmtree(self.root / MODELS_DIR / node_id, ignore_errors=True)
 
     def write_best(self, node: Node, valid_csv: bytes | None, test_csv: bytes | None) -> None:
@@ -291,3 +292,8 @@ class RunStore:
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _fold_files(folder: Path) -> list[Path]:
+    """A node's kept fold models (models/<node_id>/fold-<i>.pkl), in fold order."""
+    return sorted(folder.glob("fold-*.pkl"), key=lambda p: int(p.stem.split("-")[1]))
