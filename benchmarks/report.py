@@ -324,7 +324,9 @@ def gain_section(rows: pd.DataFrame, res: Results) -> list[str]:
              "it holds zero. It knows the test rows' noise, not the search's. Programs: the "
              "LLM's feature programs over all runs, proposed / refused by the checks / failed / "
              "scored / kept. A program not kept is still a scored model that ensemble "
-             "selection may pick: the answer's weight on such programs is given apart. With "
+             "selection may pick: the answer's weight on such programs is given apart. The LLM "
+             "is asked for no more once its programs stop paying (`--llm-patience`, or a "
+             "record no better than coin tosses): in how many runs, and when. With "
              "several seeds, the floor's own sd over its seeds on a fold is the search's noise: "
              "how far a second run of the same search without an LLM moves.", ""]
     body = []
@@ -339,6 +341,10 @@ def gain_section(rows: pd.DataFrame, res: Results) -> list[str]:
         shares = runs.answer_unkept_share.dropna().astype(float) \
             if "answer_unkept_share" in runs else pd.Series(dtype=float)
         unkept = f"{shares.mean():.0%} ({len(shares)})" if len(shares) else "n/a"
+        retired = (runs.llm_retired_seconds.dropna().astype(float)
+                   if "llm_retired_seconds" in runs else None)
+        asked_off = "n/a" if retired is None else f"{len(retired)} of {len(runs)}" + (
+            f" (median {retired.median():.0f} s)" if len(retired) else "")
         intervals = "; ".join("n/a" if i is None else f"[{i[0]:+.3g}, {i[1]:+.3g}]"
                               for i in gain.intervals)
         body.append([gain.task, res.metric[gain.task], gain.method, _fmt(gain.with_llm),
@@ -346,12 +352,14 @@ def gain_section(rows: pd.DataFrame, res: Results) -> list[str]:
                      f"{gain.mean:+.4g} ± {gain.spread:.2g} ({len(gain.differences)})",
                      intervals, gain.verdict, counts,
                      _fmt(float(seconds.median())) if len(seconds) else "n/a", uses, unkept,
+                     asked_off,
                      "n/a" if gain.hours_apart is None else f"{gain.hours_apart:.1f}",
                      "n/a" if gain.floor_spread is None else f"{gain.floor_spread:.2g}"])
     lines += _table(["task", "metric", "method", "with LLM", FLOOR, "LLM − floor",
                      "95 % interval over test rows (per fold)", "verdict", "programs",
                      "median LLM s per program", "answer uses a kept program (runs)",
                      "answer's weight on programs not kept (mean, runs)",
+                     "LLM asked for no more (runs)",
                      "hours between paired runs (most)",
                      f"{FLOOR}'s sd over seeds (mean over folds)"], body)
     lines.append("")

@@ -23,7 +23,7 @@ COLUMNS = (
     "completion_tokens", "seconds", "budget", "cores", "best_operator", "run_dir", "data_hash",
     "started_at", "finished_at", "programs_proposed", "programs_rejected", "programs_failed",
     "programs_scored", "programs_kept", "program_llm_seconds", "answer_uses_program",
-    "answer_unkept_share",
+    "answer_unkept_share", "llm_retired_seconds", "llm_retired_why",
 )
 # What one OUT holds one of (a row without them was written before they were recorded: sela,
 # the engine's own split).
@@ -55,6 +55,9 @@ def measure_run(run_dir: Path) -> dict[str, Any]:
         "programs_kept": programs.kept, "program_llm_seconds": programs.median_llm_seconds,
         "answer_uses_program": bool(used and used.kept),
         "answer_unkept_share": used.not_kept_share if used else None,
+        # when the LLM was asked for no more (search.programs.programs_spent), and why
+        "llm_retired_seconds": spent.get("llm_retired_seconds"),
+        "llm_retired_why": spent.get("llm_retired_why") or None,
     }
 
 

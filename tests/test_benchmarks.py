@@ -162,7 +162,11 @@ def _gain_rows(tmp_path: Path) -> list[dict[str, object]]:
                              "programs_kept": 1 if greedy and fold == 0 else 0,
                              "program_llm_seconds": 4.0 + seed if greedy else None,
                              "answer_uses_program": greedy and fold == 0 and seed == 0,
-                             "answer_unkept_share": 0.1 * (fold + seed) if greedy else None})
+                             "answer_unkept_share": 0.1 * (fold + seed) if greedy else None,
+                             "llm_retired_seconds": 100.0 + 50 * seed
+                             if greedy and fold == 0 else None,
+                             "llm_retired_why": "10 feature programs in a row were not kept"
+                             if greedy and fold == 0 else None})
     return rows
 
 
@@ -225,9 +229,11 @@ def test_report_shows_the_llm_gain_table(tmp_path: Path) -> None:
     assert "## LLM gain: the same search with and without the LLM" in text
     # reg: 4 runs of greedy, each 3 proposed / 1 refused / 0 failed / 2 scored, kept on fold 0;
     # median of the runs' medians 4 and 5; the answer used a kept program in 1 run, and
-    # gave programs not kept 0, 10, 10 and 20 % of its weight.
+    # gave programs not kept 0, 10, 10 and 20 % of its weight; the LLM was asked for no more
+    # on fold 0, at 100 and 150 s.
     assert ("| reg | rmse | greedy | 4.5 | 5.5 | +1 ± 0 (2) | n/a; n/a | won | 12 / 4 / 0 / 8 / 2 "
-            "| 4.5 | 1 of 4 | 10% (4) |") in text  # the run folders are gone: no interval
+            "| 4.5 | 1 of 4 | 10% (4) | 2 of 4 (median 125 s) |"
+            ) in text  # the run folders are gone: no interval
     assert "| cls | f1 | greedy | 0.8 | 0.79 | +0.01 ± 0.16 (2) | n/a; n/a | tied |" in text
     assert "- with the LLM, greedy won on 1 of 2 tasks, lost on 0 and tied on 1" in text
     one_fold = [r for r in _gain_rows(tmp_path) if r["fold"] == 0 and r["task"] == "reg"]
@@ -248,7 +254,8 @@ def test_the_report_says_when_paired_runs_started_far_apart(tmp_path: Path) -> N
     assert gains["cls"].hours_apart == pytest.approx(48.0)
     save_results(tmp_path / "results.parquet", pd.DataFrame(rows))
     text = report.write_report(tmp_path / "results.parquet", tmp_path / "report.md").read_text()
-    assert "| 4.5 | 1 of 4 | 10% (4) | 0.0 | 0.014 |" in text and "| 48.0 |" in text
+    assert "| 4.5 | 1 of 4 | 10% (4) | 2 of 4 (median 125 s) | 0.0 | 0.014 |" in text
+    assert "| 48.0 |" in text
     assert "- **Paired runs started up to 48 hours apart** (cls): " in text
     rows[0]["started_at"] = None  # a row written before the column existed: unknown
     assert gain.llm_gains(pd.DataFrame(rows), {"reg": False, "cls": True})[0].hours_apart is None
@@ -572,6 +579,7 @@ def test_the_floor_arm_is_a_search_without_any_llm(tmp_path: Path,
     assert row["programs_proposed"] == row["programs_kept"] == 0
     assert not row["answer_uses_program"] and row["program_llm_seconds"] is None
     assert row["answer_unkept_share"] == 0.0
+    assert row["llm_retired_seconds"] is None and row["llm_retired_why"] is None
     run = Path(row["run_dir"])
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["model"] == "none" and manifest["config"]["llm"] == "none"

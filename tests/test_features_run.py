@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from benchmarks.table import measure_run
 from engine.predict import main as predict_main
 from engine.records.runs import open_run
 from engine.run import main
@@ -127,6 +128,9 @@ def test_programs_that_never_pay_give_the_llms_cpu_to_an_executor(
     run = open_run(run_dir)
     spent = run.manifest["spent"]
     assert spent["llm_retired_why"] == "3 feature programs in a row were not kept"
+    row = measure_run(run_dir)  # a benchmark's row of this run says so too
+    assert (row["llm_retired_seconds"], row["llm_retired_why"]) == (
+        spent["llm_retired_seconds"], spent["llm_retired_why"])
     retired = run.manifest["starts"][0]["at"] + spent["llm_retired_seconds"]
     programs = run.journal.nodes_of(Operator.FEATURES)
     assert len(programs) >= 3 and not any(is_kept(n) for n in programs)
