@@ -341,9 +341,10 @@ def gain_section(rows: pd.DataFrame, res: Results) -> list[str]:
         shares = runs.answer_unkept_share.dropna().astype(float) \
             if "answer_unkept_share" in runs else pd.Series(dtype=float)
         unkept = f"{shares.mean():.0%} ({len(shares)})" if len(shares) else "n/a"
-        retired = (runs.llm_retired_seconds.dropna().astype(float)
-                   if "llm_retired_seconds" in runs else None)
-        asked_off = "n/a" if retired is None else f"{len(retired)} of {len(runs)}" + (
+        # rows written before these columns have no reason, not even "": not known
+        known = runs[runs.llm_retired_why.notna()] if "llm_retired_why" in runs else runs[:0]
+        retired = known.llm_retired_seconds.dropna().astype(float)
+        asked_off = "n/a" if known.empty else f"{len(retired)} of {len(known)}" + (
             f" (median {retired.median():.0f} s)" if len(retired) else "")
         intervals = "; ".join("n/a" if i is None else f"[{i[0]:+.3g}, {i[1]:+.3g}]"
                               for i in gain.intervals)

@@ -55,9 +55,10 @@ def measure_run(run_dir: Path) -> dict[str, Any]:
         "programs_kept": programs.kept, "program_llm_seconds": programs.median_llm_seconds,
         "answer_uses_program": bool(used and used.kept),
         "answer_unkept_share": used.not_kept_share if used else None,
-        # when the LLM was asked for no more (search.programs.programs_spent), and why
+        # when the LLM was asked for no more (search.programs.programs_spent), and why; ""
+        # when it never was (empty: a row from before these columns, not known)
         "llm_retired_seconds": spent.get("llm_retired_seconds"),
-        "llm_retired_why": spent.get("llm_retired_why") or None,
+        "llm_retired_why": str(spent.get("llm_retired_why") or ""),
     }
 
 

@@ -166,7 +166,7 @@ def _gain_rows(tmp_path: Path) -> list[dict[str, object]]:
                              "llm_retired_seconds": 100.0 + 50 * seed
                              if greedy and fold == 0 else None,
                              "llm_retired_why": "10 feature programs in a row were not kept"
-                             if greedy and fold == 0 else None})
+                             if greedy and fold == 0 else ""})
     return rows
 
 
@@ -256,6 +256,14 @@ def test_the_report_says_when_paired_runs_started_far_apart(tmp_path: Path) -> N
     text = report.write_report(tmp_path / "results.parquet", tmp_path / "report.md").read_text()
     assert "| 4.5 | 1 of 4 | 10% (4) | 2 of 4 (median 125 s) | 0.0 | 0.014 |" in text
     assert "| 48.0 |" in text
+    # Rows from before the columns existed (read back empty) are not counted as served to the
+    # end: only the runs whose row says are.
+    for row in rows:
+        if row["fold"] == 1:
+            row["llm_retired_why"] = None
+    save_results(tmp_path / "results.parquet", pd.DataFrame(rows))
+    text = report.write_report(tmp_path / "results.parquet", tmp_path / "report.md").read_text()
+    assert "| 10% (4) | 2 of 2 (median 125 s) |" in text
     assert "- **Paired runs started up to 48 hours apart** (cls): " in text
     rows[0]["started_at"] = None  # a row written before the column existed: unknown
     assert gain.llm_gains(pd.DataFrame(rows), {"reg": False, "cls": True})[0].hours_apart is None
@@ -579,7 +587,7 @@ def test_the_floor_arm_is_a_search_without_any_llm(tmp_path: Path,
     assert row["programs_proposed"] == row["programs_kept"] == 0
     assert not row["answer_uses_program"] and row["program_llm_seconds"] is None
     assert row["answer_unkept_share"] == 0.0
-    assert row["llm_retired_seconds"] is None and row["llm_retired_why"] is None
+    assert row["llm_retired_seconds"] is None and row["llm_retired_why"] == ""
     run = Path(row["run_dir"])
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["model"] == "none" and manifest["config"]["llm"] == "none"
