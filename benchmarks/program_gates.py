@@ -90,6 +90,11 @@ GROUPS: list[tuple[str, Callable[[ScoredProgram], bool]]] = [
     (f"kept by today's rule (positive mean, {MAJORITY:.0%} of groups better)",
      lambda p: keep_rule(p.gains)[0]),
     ("not kept by today's rule", lambda p: not keep_rule(p.gains)[0]),
+    # today's rule split: a stricter one would keep only the first part
+    ("kept by today's rule, better on every group",
+     lambda p: keep_rule(p.gains)[0] and _better(p) == len(p.gains)),
+    ("kept by today's rule, not better on some group",
+     lambda p: keep_rule(p.gains)[0] and _better(p) < len(p.gains)),
     ("positive mean, one group fewer better than today's rule needs",
      lambda p: _positive(p) and _better(p) == math.ceil(MAJORITY * len(p.gains)) - 1),
     ("mean gain at most zero", lambda p: not _positive(p)),

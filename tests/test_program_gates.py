@@ -52,6 +52,8 @@ def test_programs_are_grouped_by_their_gains_and_judged_on_the_test_rows(
     assert "| kept by today's rule (positive mean, 75% of groups better) | 2 | 2 (100%) | " \
         "+7.500% |" in text
     assert "| positive mean, one group fewer better than today's rule needs | 1 | 0 (0%) |" in text
+    assert "| kept by today's rule, better on every group | 0 | n/a | n/a |" in text
+    assert "| kept by today's rule, not better on some group | 2 | 2 (100%) | +7.500% |" in text
     assert "| mean gain at most zero | 1 | 0 (0%) | -2.000% |" in text
 
 
