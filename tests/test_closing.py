@@ -89,7 +89,7 @@ def test_an_answer_put_together_from_kept_models_keeps_back_its_compose_runs(
     # 236.5 MiB over five folds (README command 1, six members): more than one run may hand
     # back, so two runs side by side, or one after the other on one executor.
     big = {"000000000003": [24 * mib] * 5, "000000000002": [23 * mib] * 5}
-    assert compose_runs([47 * mib] * 5) == [[0, 1, 2], [3, 4]]
+    assert compose_runs(list(big.values())) == [[0, 1, 2], [3, 4]]
     assert closing_seconds(journal, config(), folds, task, 2, big) == pytest.approx(
         COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * 235)
     assert closing_seconds(journal, config(), folds, task, 1, big) == pytest.approx(

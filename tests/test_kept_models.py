@@ -182,10 +182,14 @@ def test_models_too_big_for_one_run_are_put_together_in_several(
 
 def test_compose_runs_take_consecutive_folds_under_the_share_of_the_cap() -> None:
     cap = 100  # 90 bytes a run
-    assert compose_runs([30, 30, 30], cap) == [[0, 1, 2]]
-    assert compose_runs([50, 30, 20, 60, 40], cap) == [[0, 1], [2, 3], [4]]
-    assert compose_runs([30, 95], cap) is None
-    assert compose_runs([], cap) == []
+    assert compose_runs([[30, 30, 30]], cap) == [[0, 1, 2]]
+    assert compose_runs([[50, 30, 20, 60, 40]], cap) == [[0, 1], [2, 3], [4]]
+    # two members: a fold's models take what both members' take
+    assert compose_runs([[20, 10, 10, 30, 20], [30, 20, 10, 30, 20]], cap) \
+        == [[0, 1], [2, 3], [4]]
+    assert compose_runs([[30, 95]], cap) is None
+    assert compose_runs([[30, 30], [30]], cap) is None  # not the same folds
+    assert compose_runs([[]], cap) == []
 
 
 def context(task_type: str = "regression", proba: bool = False) -> TaskContext:

@@ -169,14 +169,19 @@ def fit_answer(task: PreparedTask, node_id: str, code: str, folds: Folds | None,
 COMPOSE_SHARE_OF_CAP = 0.9
 
 
-def compose_runs(fold_bytes: Sequence[int], cap: int = SUBMISSION_CAP) -> list[list[int]] | None:
+def compose_runs(member_bytes: Sequence[Sequence[int]],
+                 cap: int = SUBMISSION_CAP) -> list[list[int]] | None:
     """The folds each compose run puts together, consecutive and in order, given the bytes of
-    every member's kept models of each fold (`fold_bytes[i]` for fold i): as many to a run as
-    stay under COMPOSE_SHARE_OF_CAP of `cap`; None when one fold alone does not."""
+    each member's kept models in fold order (`member_bytes[j][i]`: member j's model of fold
+    i): as many folds to a run as keep every member's models of them under
+    COMPOSE_SHARE_OF_CAP of `cap`; None when one fold alone does not, or the members do not
+    have the same folds."""
+    if len({len(member) for member in member_bytes}) != 1:
+        return None
     limit = COMPOSE_SHARE_OF_CAP * cap
     runs: list[list[int]] = []
     held = 0
-    for fold, size in enumerate(fold_bytes):
+    for fold, size in enumerate(map(sum, zip(*member_bytes, strict=True))):
         if size > limit:
             return None
         if not runs or held + size > limit:
@@ -198,8 +203,7 @@ def compose_answer(task: PreparedTask, node_id: str, code: str, members: list[li
     combined them, give that member's kept test predictions (`member_tests[j]`); None when
     they do not, or a run fails: the answer is then fitted again."""
     folds = len(members[0])
-    runs = compose_runs([sum(len(kept[fold]) for kept in members) for fold in range(folds)],
-                        cap)
+    runs = compose_runs([[len(state) for state in kept] for kept in members], cap)
     if runs is None:
         return None
     test_csv = task.inputs()["test.csv"]

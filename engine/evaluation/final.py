@@ -162,7 +162,7 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
     members = answer_members(best)
     kept = kept or {}
     sizes = [list(kept[i]) for i in members if i in kept]
-    compose = _kept_runs(sizes) if sizes and len(sizes) == len(members) else None
+    compose = compose_runs(sizes) if sizes and len(sizes) == len(members) else None
     if config.save_model and not holdout and compose:
         nodes = [journal.get(i) for i in members if i in journal]
         megabytes = sum(map(sum, sizes)) / 2**20
@@ -183,14 +183,6 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
     return min(seconds, MAX_CLOSING_SHARE * config.budget)
 
 
-def _kept_runs(sizes: list[list[int]]) -> list[list[int]] | None:
-    """The compose runs (`compose_runs`) of members whose kept fold models take `sizes` bytes
-    (member by member, in fold order); None when their folds differ or one is too big."""
-    if len({len(member) for member in sizes}) != 1:
-        return None
-    return compose_runs([sum(fold) for fold in zip(*sizes, strict=True)])
-
-
 def _scoring_seconds(journal: Journal, node: Node) -> float:
     """The seconds a node's scoring runs took; an ensemble's are its weighted members'."""
     ids = weighted_members(node) if node.operator.traits.combines else [node.node_id]
@@ -208,7 +200,7 @@ def kept_model(store: RunStore, task: PreparedTask, node: Node, folds: Folds | N
     tests = [store.read_predictions(member, "test") for member in members]
     if any(s is None or len(s) != folds.k for s in states) or None in tests:
         return None
-    runs = _kept_runs([[len(state) for state in s] for s in states if s is not None])
+    runs = compose_runs([[len(state) for state in s] for s in states if s is not None])
     if runs is None:
         console.print("the fold models its scoring kept are too big to put together: the "
                       "answer is fitted again", markup=False)
