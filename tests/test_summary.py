@@ -44,11 +44,11 @@ def summary(tmp_path: Path, task: PreparedTask, journal: Journal, **facts: objec
     return write_summary(tmp_path, task, journal, {}, gathered).read_text()
 
 
-KEPT = Gate("p0", (0.02, 0.01, 0.03, 0.01, -0.001), True,
-            "kept: better on 4 of 5 groups, mean gain +0.0138", ("a_per_b", "a_mod_b"))
+KEPT = Gate("p0", (0.02, 0.01, 0.03, 0.01, 0.001), True,
+            "kept: better on 5 of 5 groups, mean gain +0.0142", ("a_per_b", "a_mod_b"))
 NOT_KEPT = Gate("p0", (0.01, -0.02, 0.0, 0.0, 0.0), False,
-                "not kept: better on 1 of 5 groups, mean gain -0.002 (needs a positive mean "
-                "and 4 of 5)", ("b_squared",))
+                "not kept: better on 1 of 5 groups, mean gain -0.002 (needs every group "
+                "better: 5 of 5)", ("b_squared",))
 
 
 def journal_with_programs(answer_on_kept: bool) -> Journal:
@@ -74,8 +74,8 @@ def test_feature_programs_section_counts_and_lists_the_kept_ones(tmp_path: Path,
     assert ("- 4 proposed: 1 refused by the checks, 1 failed, 2 scored, 1 kept; median LLM "
             "seconds per program 3.0") in text
     assert "- the answer (t1, tune) uses kept program f1" in text
-    assert ("| f1 | a_per_b, a_mod_b | +0.0138 | kept: better on 4 of 5 groups, mean gain "
-            "+0.0138 |") in text
+    assert ("| f1 | a_per_b, a_mod_b | +0.0142 | kept: better on 5 of 5 groups, mean gain "
+            "+0.0142 |") in text
     assert "b_squared" not in text  # only kept programs are listed
 
 
