@@ -238,7 +238,7 @@ def program_counts(nodes: Iterable[Node]) -> ProgramCounts:
 @dataclass(frozen=True)
 class AnswerPrograms:
     """The feature programs an answer's predictions come from. `kept`: the kept programs its
-    members train on (each member's feature set), in order, each once. `not_kept`: members
+    members train on (`trained_on`), in order, each once. `not_kept`: members
     that are themselves a program's node that was not kept (ensemble selection may pick one
     as it may any scored model: 9 of 12 LLM answers of issue 42's eleventh measurement did),
     with `not_kept_share` their part of the weight."""
@@ -248,11 +248,20 @@ class AnswerPrograms:
     not_kept_share: float
 
 
+def trained_on(node: Node) -> str:
+    """The kept feature set `node` trains on ("" for the task's own columns): its own, or for
+    a program that was not kept, the set it was proposed on (its parent), which its columns
+    extend all the same."""
+    if node.operator is Operator.FEATURES and not is_kept(node):
+        return node.parent_id or ""
+    return node.feature_set
+
+
 def answer_programs(journal: Journal, weights: Mapping[str, int]) -> AnswerPrograms:
     """What `weights` (an answer's members and their weights:
     `operators.kinds.ensemble.member_weights`) hold of feature programs."""
     members = [journal.get(i) for i in weights if i in journal]
-    kept = [m.feature_set for m in members]
+    kept = [trained_on(m) for m in members]
     not_kept = [m.node_id for m in members
                 if m.operator is Operator.FEATURES and gate_of(m) is not None
                 and not is_kept(m)]

@@ -129,6 +129,20 @@ def test_an_ensemble_uses_its_weighted_members_programs_kept_or_not(
             f"programs that were not kept ({unkept})") in summary(tmp_path, task, journal)
 
 
+def test_a_program_not_kept_uses_the_kept_set_it_was_proposed_on(
+        tmp_path: Path, task: PreparedTask) -> None:
+    """A program's node that was not kept trains on the kept set it extends (its parent): an
+    answer on it uses that set's programs too (penguins' fold 0 at `3006779` said "uses no
+    kept program" for such an answer on a chain of three kept programs)."""
+    journal = journal_with_programs(answer_on_kept=False)
+    on_kept = dataclasses.replace(program("0000000000d4", NOT_KEPT, metric=0.97),
+                                  parent_id="f1")
+    journal.add(on_kept)
+    journal.choose(on_kept.node_id)
+    assert ("- the answer (0000000000d4, features) uses kept program f1; 100% of its weight is "
+            "on programs that were not kept (0000000000d4)") in summary(tmp_path, task, journal)
+
+
 def test_no_programs_no_section_and_the_llm_line(tmp_path: Path, task: PreparedTask) -> None:
     journal = Journal([make_node("p0", operator=Operator.PORTFOLIO, metric=0.8)])
     text = summary(tmp_path, task, journal, llm="none")
