@@ -4,7 +4,7 @@ each ensemble scored cross-fitted (`engine.evaluation.select.cross_fitted_score`
 blended with weights selected on the other folds) and every other candidate by its valid score;
 the candidate best by those scores against the run's answer, on the test rows.
 
-    .venv/bin/python benchmarks/results/cross_fitted_choice.py /work/bench63/runs ...
+    .venv/bin/python benchmarks/results/llm-gain-2026-12-05/cross_fitted_choice.py RUNS...
 
 Only candidates that beat the baseline root with the selection's confidence compete, as in the
 run; nothing runs (kept predictions only). Signed so that above zero the other choice is better.
