@@ -27,12 +27,13 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 import pandas as pd
 
 from common.chat import ChatPrompt, Reply
 from engine.evaluation.blend import ensemble_selection
-from engine.evaluation.program_gate import program_gate
+from engine.evaluation.program_gate import GateRound, gate_round
 from engine.evaluation.scoring import (
     HeldOut,
     SubmissionError,
@@ -54,10 +55,12 @@ from operators.replies import clean_reflection, self_reported_metric
 from sandbox import ExecResult, Limits
 from search.node import Node, Operator, Status, code_hash
 from search.policy import Proposal
-from search.programs import REJECTED
+from search.programs import REJECTED, Gate, judge, screen
 
 DEADLINE_ERROR = "stopped at the budget deadline"
 STOPPED_ERROR = "stopped by the user"
+# Where a feature program's second-pair run (an all-folds run) is among the step's results.
+SECOND_PAIR = -2
 ENGINE_WRITTEN = tuple(op for op in Operator if op.traits.engine_written)
 
 
@@ -138,6 +141,12 @@ class Step:
         # its reference's gate sides without the program, kept by the search from an earlier
         # program's run: this one's run fits the sides with the program alone
         self._kept_sides: list[pd.DataFrame] | None = None
+        # its code fitting the later seeds' pairs (EngineCode.second_pair)
+        self._second_pair: tuple[str, str] | tuple[()] = ()
+        self._added: tuple[str, ...] = ()  # the columns its program added
+        # While its second pair runs (search.programs.screen): what its first run gave the
+        # gate, and the node's record to make once the second pair has run.
+        self._awaiting: tuple[GateRound, Callable[[], Done]] | None = None
         self.queued_at = 0.0
         self._to_run: tuple[int, ...] = ()  # folds wanted and not handed out yet
         self._handed_out: set[int] = set()  # folds handed out whose run has not ended
@@ -282,7 +291,8 @@ class Step:
             return
         if written.with_program_code:
             self._kept_sides = search.reference_sides.get(reference_key(self.proposal))
-        if self._kept_sides is not None:
+            self._second_pair = written.second_pair
+        if self._kept_sides:
             self._queue(written.with_program_code, (ALL_FOLDS,))
         elif written.all_folds_code:
             self._queue(written.all_folds_code, (ALL_FOLDS,))
@@ -310,7 +320,8 @@ class Step:
         self._handed_out.discard(fold)
         if result.status == Status.TIMEOUT.value and limit < self.exec_cap:
             result = replace(result, status=Status.KILLED.value, error=DEADLINE_ERROR)
-        self._results[fold] = (result, executor, node_ip, started)
+        key = SECOND_PAIR if self._awaiting else fold
+        self._results[key] = (result, executor, node_ip, started)
         folds = self.search.fold_plan.k
         if (fold == 0 and result.status == Status.OK.value and folds > 1
                 and self.operator.traits.scored):
@@ -321,6 +332,9 @@ class Step:
 
     def _conclude(self) -> None:
         """Every run wanted has ended: the node's status, measurements and scores."""
+        if self._awaiting is not None:
+            self._second_pair_ran(*self._awaiting)
+            return
         runs = sorted(self._results)
         failed = [f for f in runs if self._results[f][0].status != Status.OK.value]
         first, executor, node_ip, _ = self._results[failed[0] if failed else runs[0]]
@@ -330,7 +344,7 @@ class Step:
         if REJECTED in error:  # a feature program's checks on the rows refused it: the
             # reason alone, not where in the engine's check it was raised
             error = error[error.index(REJECTED):].split(" (line ")[0]
-        predictions, train_raw = None, None
+        predictions, train_raw, added = None, None, None
         if not self.operator.traits.scored:
             # Nothing to score: what it printed is the result.
             failure = self.kind.printed_failure(first.stdout_tail)
@@ -346,15 +360,20 @@ class Step:
                 train_raw = score_train(self.search.task, first.train_csv,
                                         self.search.dev_labels.iloc[learn])
                 if self.operator.traits.program:
-                    self._gate(added_columns(first.stdout_tail))
+                    added = added_columns(first.stdout_tail)
         kept = None
         if predictions is not None and ALL_FOLDS in self._results:
             kept = fold_states(self._results[ALL_FOLDS][0].fitted)
             if kept is not None and len(kept) != self.search.fold_plan.k:
                 kept = None
-        self._finish(status, error=error, result=first, predictions=predictions,
-                     train_raw=train_raw, executor=executor, node_ip=node_ip,
-                     measured=measured, fold_models=kept)
+        ending = partial(self._finish, status, error=error, result=first,
+                         predictions=predictions, train_raw=train_raw, executor=executor,
+                         node_ip=node_ip, measured=measured, fold_models=kept)
+        first_pair = self._gate_first_pair(added) if added is not None else None
+        if first_pair is not None:
+            self._awaiting = first_pair, ending
+            return
+        ending()
 
     def _score(self) -> HeldOut:
         search, folds = self.search, self.search.fold_plan
@@ -375,19 +394,66 @@ class Step:
                 rows.append(part)
         return score_held_out(task, search.dev_labels.iloc[held], valid, rows, tests)
 
-    def _gate(self, added: tuple[str, ...]) -> None:
+    def _gate_first_pair(self, added: tuple[str, ...]) -> GateRound | None:
+        """Gate the program on its first run's pair; its gains when its second pair is to run
+        first (search.programs.screen), else None."""
         search, folds = self.search, self.search.fold_plan
         run = self._results.get(ALL_FOLDS)
-        gate, without = program_gate(search.task, folds, search.dev_labels.iloc[folds.held_out],
-                                     self.proposal.idea, added,
-                                     run[0].gate_csv if run is not None else None,
-                                     self._kept_sides or ())
-        if without and self._kept_sides is None:
-            search.keep_reference_sides(reference_key(self.proposal), without)
-        self.gate = gate.to_json()
+        kept = self._kept_sides or []
+        pairs = gate_round(search.task, folds, search.dev_labels.iloc[folds.held_out],
+                           run[0].gate_csv if run is not None else None, kept[:1])
+        self._added, reference = added, self.proposal.idea
+        if pairs.problem:
+            self.gate = Gate(reference, (), False, f"not kept: {pairs.problem}", added).to_json()
+            return None
+        if not kept:
+            search.keep_reference_sides(reference_key(self.proposal), list(pairs.without))
+        if self._second_pair:
+            screened = screen(reference, added, pairs.seed_gains, pairs.reused)
+            if screened is None:
+                both, alone = self._second_pair
+                self.run_code, self._to_run = (alone if len(kept) > 1 else both), (ALL_FOLDS,)
+                return pairs
+            self.gate = screened.to_json()
+        else:
+            self.gate = judge(reference, added, pairs.seed_gains, pairs.reused).to_json()
+        return None
+
+    def _second_pair_ran(self, first: GateRound, ending: Callable[[], Done]) -> None:
+        """The program's second pair's run ended: its gate on both pairs, then its record."""
+        search, folds = self.search, self.search.fold_plan
+        result = self._results[SECOND_PAIR][0]
+        kept = self._kept_sides or []
+        if result.status != Status.OK.value:
+            why = result.error or result.stderr_tail[-300:]
+            self._gate_on_first_pair(first, ending,
+                                     f"its second pair's run ended {result.status}: {why}")
+            return
+        pairs = gate_round(search.task, folds, search.dev_labels.iloc[folds.held_out],
+                           result.gate_csv, kept[1:])
+        if pairs.problem:
+            self._gate_on_first_pair(first, ending, pairs.problem)
+            return
+        if len(kept) < 2:
+            search.keep_reference_sides(reference_key(self.proposal),
+                                        [*first.without, *pairs.without])
+        self.gate = judge(self.proposal.idea, self._added,
+                          first.seed_gains + pairs.seed_gains,
+                          first.reused and pairs.reused).to_json()
+        ending()
+
+    def _gate_on_first_pair(self, first: GateRound, ending: Callable[[], Done],
+                            why: str) -> Done:
+        """The record of a program whose second pair gave no gains (`why`): not kept, its
+        first pair's gains recorded."""
+        gate = judge(self.proposal.idea, self._added, first.seed_gains, first.reused)
+        self.gate = replace(gate, kept=False, reason=f"not kept: {why}").to_json()
+        return ending()
 
     def lose(self, error: str) -> Done:
         """Lost to infrastructure (a dead or hung worker, a failed LLM call)."""
+        if self._awaiting is not None and self._done is None:  # scored, its gate unfinished
+            return self._gate_on_first_pair(*self._awaiting, f"its second pair was lost: {error}")
         return self._finish(Status.LOST, error=error)
 
     def kill(self, reason: str) -> Done:
@@ -397,6 +463,9 @@ class Step:
         if self._done is None and self._generating_since:
             self.llm_seconds += max(0.0, self._clock() - self._generating_since)
             self._generating_since = 0.0
+        if self._awaiting is not None and self._done is None:  # scored, its gate unfinished
+            return self._gate_on_first_pair(*self._awaiting,
+                                            f"{reason} before its second pair ran")
         return self._finish(Status.KILLED, error=reason)
 
     # ---- the record ------------------------------------------------------------------------

@@ -72,6 +72,13 @@ def model_code(ctx: TaskContext, family: str, params: dict[str, Any],
             + model_functions(ctx, step, after_fit) + gate)
 
 
+def seeded(ctx: TaskContext, family: str) -> bool:
+    """Whether `family`'s model takes a seed (another seed fits another model)."""
+    _, regressor, classifier = _MODELS[family]
+    model = regressor if ctx.task_type == "regression" else classifier
+    return "random_state=0" in model
+
+
 def gate_part(model: str, seeds: Sequence[int], test: bool = False, *,
               without: bool = True) -> str:
     """`gate_models(seed)`: the configuration built afresh with `seed`, with the chain's newest

@@ -15,7 +15,7 @@ import json
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from search.journal import Journal
 from search.node import Node, Operator, Status
@@ -39,9 +39,19 @@ InFlight = Mapping[tuple[Operator, str | None], int]  # search.policy.InFlightKe
 # about 1e-10, which is not a better model.
 TIE = 1e-9
 # The seeds of a program's fresh pairs: its run also fits the reference configuration with
-# and without the program with each (never 0, the seed every trial fits with), and the gate
-# compares those (engine/evaluation/program_gate.py).
+# and without the program with the first, a second run with the others (see SCREEN_MISSES;
+# never 0, the seed every trial fits with), and the gate compares those
+# (engine/evaluation/program_gate.py).
 GATE_SEEDS = (1, 2)
+# The gate fits its pairs in two rounds: the first seed's pair, and the other seeds' only for
+# a program whose first pair was better on every group but at most SCREEN_MISSES (`screen`). A
+# program's run fits the reference configuration 5 times a fold with both pairs (its own fit,
+# and each seed's with and without the program), about five of the floor's trials: on
+# credit-g's fold 1 of issue 42's eighteenth measurement, 11 programs took 284 s of the
+# executors, none was kept, and the floor's trials got 815 s to the floor arm's 1,115. A
+# program that changes nothing passes the first round about one time in five (6 of the 32
+# sign patterns of 5 groups) and then stops at 3 fits a fold.
+SCREEN_MISSES = 1
 # What a program rejected before any model ran says first (its node is buggy, its error this).
 REJECTED = "feature program rejected:"
 # Feature programs in a row that were not kept after which the LLM is asked for no more
@@ -60,8 +70,8 @@ PATIENCE = 10
 RECORD_FROM = 8
 RECORD_ALPHA = 0.2
 # Feature programs may take at most this share of the executors' seconds spent so far; past
-# it the LLM is asked for none until the floor's trials catch up. A program's run fits the
-# reference configuration five times on every fold, and programs kept now and then keep the
+# it the LLM is asked for none until the floor's trials catch up. A program's runs fit the
+# reference configuration up to five times on every fold, and programs kept now and then keep the
 # LLM asking: on credit-g's fold 1 in issue 42's fourteenth measurement, 39 programs took
 # 471 s of the executors and the floor's trials 79 s (17 trials, to the floor arm's 326).
 PROGRAM_SHARE = 0.5
@@ -91,6 +101,8 @@ class Gate:
     # the pairs' sides without the program were kept from an earlier program's run on the
     # same reference configuration and feature set, not fitted in this one
     reused: bool = False
+    # each pair's gains, per group (`gains` is their mean); () in runs before `judge`
+    seed_gains: tuple[tuple[float, ...], ...] = ()
 
     @property
     def mean_gain(self) -> float:
@@ -106,7 +118,9 @@ class Gate:
             return cls(str(data["reference"]), tuple(float(g) for g in data["gains"]),
                        bool(data["kept"]), str(data["reason"]),
                        tuple(str(c) for c in data.get("added", ())), int(data.get("pairs", 0)),
-                       bool(data.get("reused", False)))
+                       bool(data.get("reused", False)),
+                       tuple(tuple(float(g) for g in seed)
+                             for seed in data.get("seed_gains", ())))
         except (ValueError, TypeError, KeyError):
             return None
 
@@ -123,6 +137,31 @@ def keep_rule(gains: Sequence[float]) -> tuple[bool, str]:
         return True, f"kept: {tally}"
     groups = max(len(finite), 2)
     return False, f"not kept: {tally} (needs every group better: {groups} of {groups})"
+
+
+def judge(reference: str, added: tuple[str, ...], seed_gains: Sequence[Sequence[float]],
+          reused: bool) -> Gate:
+    """The gate of a program from its pairs' gains (one tuple per seed, per group): kept or
+    not by `keep_rule` on their mean over the seeds."""
+    per_seed = tuple(tuple(float(g) for g in seed) for seed in seed_gains)
+    gains = tuple(statistics.fmean(group) for group in zip(*per_seed, strict=True))
+    return Gate(reference, gains, *keep_rule(gains), added, len(per_seed), reused, per_seed)
+
+
+def screen(reference: str, added: tuple[str, ...], seed_gains: Sequence[Sequence[float]],
+           reused: bool) -> Gate | None:
+    """None when the program's first pair earns it the next seed's (better on every group but
+    at most SCREEN_MISSES); else its gate, not kept."""
+    gate = judge(reference, added, seed_gains, reused)
+    finite = [g for g in gate.gains if math.isfinite(g)]
+    better = sum(g > TIE for g in finite)
+    if 1 < len(finite) == len(gate.gains) and better >= len(finite) - SCREEN_MISSES:
+        return None
+    groups = max(len(gate.gains), 2)
+    return replace(gate, kept=False, reason=(
+        f"not kept: better on {better} of {len(gate.gains)} groups with its first pair, mean "
+        f"gain {gate.mean_gain:+.4g} (a second pair needs {groups - SCREEN_MISSES} of "
+        f"{groups}; keeping, every group better)"))
 
 
 def gate_of(node: Node) -> Gate | None:

@@ -12,6 +12,7 @@ from search.programs import (
     PATIENCE,
     RECORD_FROM,
     REJECTED,
+    SCREEN_MISSES,
     Gate,
     best_feature_set,
     gate_of,
@@ -21,8 +22,10 @@ from search.programs import (
     program_temperature,
     programs_over_share,
     programs_spent,
+    screen,
     sign_test,
 )
+from search.programs import judge as judge_gate
 from tests.helpers import make_node
 
 
@@ -84,6 +87,38 @@ def test_gate_round_trip_and_counts() -> None:
     assert [n.node_id for n in kept_programs(journal)] == ["e", "a"]
     assert best_feature_set(journal) == "e"
     assert best_feature_set(Journal(nodes[1:4])) == ""
+
+
+@pytest.mark.parametrize(("first_pair", "another"), [
+    ([0.1, 0.2, 0.1, 0.3, 0.1], True),  # every group better
+    ([0.1, 0.2, -0.1, 0.3, 0.1], True),  # all but one
+    ([0.1, -0.2, -0.1, 0.3, 0.1], False),  # all but two
+    ([0.1, 0.2, 0.1, 0.3, float("nan")], False),  # a group with no score
+    ([0.1], False),  # one group tells nothing
+])
+def test_a_first_pair_better_on_all_groups_but_one_earns_the_second(
+        first_pair: list[float], another: bool) -> None:
+    assert SCREEN_MISSES == 1
+    gate = screen("ref", ("ab",), [first_pair], reused=True)
+    assert (gate is None) is another
+    if gate is not None:
+        assert not gate.kept and gate.pairs == 1 and gate.reused
+        assert gate.seed_gains == (tuple(first_pair),)
+        assert "with its first pair" in gate.reason
+        assert "needs 4 of 5" in gate.reason or len(first_pair) == 1
+
+
+def test_the_gate_judges_the_mean_over_the_pairs_and_keeps_each_pairs_gains() -> None:
+    first, second = [0.1, 0.2, -0.1, 0.3, 0.1], [0.1, 0.0, 0.3, 0.1, 0.1]
+    gate = judge_gate("ref", ("ab",), [first, second], reused=False)
+    assert gate.kept and gate.pairs == 2 and gate.gains == pytest.approx(
+        [0.1, 0.1, 0.1, 0.2, 0.1])
+    assert Gate.from_json(gate.to_json()) == gate
+    refused = judge_gate("ref", ("ab",), [first, [0.1, 0.0, -0.3, 0.1, 0.1]], reused=False)
+    assert not refused.kept and "every group better" in refused.reason
+    # a gate stored before the pairs were kept one by one reads back without them
+    old = '{"reference": "r", "gains": [0.1], "kept": false, "reason": "x"}'
+    assert Gate.from_json(old) == Gate("r", (0.1,), False, "x")
 
 
 def test_the_llm_is_spent_after_patience_programs_in_a_row_not_kept() -> None:

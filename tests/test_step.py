@@ -186,56 +186,121 @@ def _program_ran(task: PreparedTask, blocks: dict[int, float]) -> ExecResult:
                       gate_csv=gate.to_csv(index=False).encode())
 
 
-def test_a_references_sides_without_the_program_are_fitted_once(task: PreparedTask) -> None:
-    """The gate's sides without the program depend only on the reference configuration, its
-    feature set and the seed: the first program on a reference fits them, the search keeps
-    them, and a later program there fits the sides with the program alone and is judged
-    against the kept ones; another configuration or feature set fits its own."""
+def _features_search(task: PreparedTask) -> SearchContext:
     kept = replace(make_node("k", operator=Operator.FEATURES),
                    code="FEATURE_PROGRAMS = ['def add_features(df):\\n    df[\"bc\"] = "
                         "df[\"b\"] * df[\"c\"]\\n    return df\\n']\n",
                    gate=Gate("b", (0.1,) * 4, True, "kept", ("bc",)).to_json())
     search = context(task, Journal([kept]))
     search.ctx = replace(search.ctx, columns=("a", "b", "c"))
-    params = (("learning_rate", 0.1), ("n_estimators", 50))
+    return search
 
-    def run_of(program: Reply, parent: str | None = None,
-               config: tuple[tuple[str, float], ...] = params) -> tuple[Step, Execute]:
-        step = Step(Proposal(Operator.FEATURES, parent, 0.7, idea="b", family="lgbm",
-                             params=config), search)
-        step.next()
-        step.on_reply(program)
-        run = step.next()
-        assert isinstance(run, Execute) and run.folds == (-1,), run
-        return step, run
 
-    both = "Encoded(lgb.LGBMRegressor(**PARAMS, subsample_freq=1, random_state=seed, " \
-           "verbose=-1), FEATURE_PROGRAMS[:-1])"
-    first, run = run_of(_program('df["ab"] = df["a"] * df["b"]'))
-    assert both in run.code and search.reference_sides == {}
-    # the program is better than its absence by 0.1 in every row, with either seed
-    first.on_started(-1, 300.0)
-    first.on_result(-1, _program_ran(task, {0: 0.1, 1: 0.2, 2: 0.1, 3: 0.2}))
-    done = first.next()
+PARAMS = (("learning_rate", 0.1), ("n_estimators", 50))
+BOTH_SIDES = "Encoded(lgb.LGBMRegressor(**PARAMS, subsample_freq=1, random_state=seed, " \
+             "verbose=-1), FEATURE_PROGRAMS[:-1])"
+
+
+def _program_run(search: SearchContext, program: Reply, parent: str | None = None,
+                 config: tuple[tuple[str, float], ...] = PARAMS,
+                 family: str = "lgbm") -> tuple[Step, Execute]:
+    step = Step(Proposal(Operator.FEATURES, parent, 0.7, idea="b", family=family,
+                         params=config), search)
+    step.next()
+    step.on_reply(program)
+    run = step.next()
+    assert isinstance(run, Execute) and run.folds == (-1,), run
+    return step, run
+
+
+def _ran(step: Step, result: ExecResult) -> Done | Execute:
+    step.on_started(-1, 300.0)
+    step.on_result(-1, result)
+    need = step.next()
+    assert isinstance(need, Done | Execute), need
+    return need
+
+
+def test_a_references_sides_without_the_program_are_fitted_once(task: PreparedTask) -> None:
+    """The gate's sides without the program depend only on the reference configuration, its
+    feature set and the seed: the first program on a reference fits them, the search keeps
+    them, and a later program there fits the sides with the program alone and is judged
+    against the kept ones; another configuration or feature set fits its own. The pairs come
+    in two runs: the first seed's, and the second seed's only for a program that the first
+    pair found better on every group but at most one."""
+    search = _features_search(task)
+    first, run = _program_run(search, _program('df["ab"] = df["a"] * df["b"]'))
+    assert BOTH_SIDES in run.code and "GATE_SEEDS = (1,)" in run.code
+    assert search.reference_sides == {}
+    # better than its absence by 0.1 in every row: its second pair runs, both sides
+    second_run = _ran(first, _program_ran(task, {0: 0.1, 1: 0.2}))
+    assert isinstance(second_run, Execute) and second_run.folds == (-1,)
+    assert BOTH_SIDES in second_run.code and "GATE_SEEDS = (2,)" in second_run.code
+    assert len(search.reference_sides[("", "lgbm", PARAMS)]) == 1  # kept at once
+    done = _ran(first, _program_ran(task, {0: 0.1, 1: 0.2}))
     assert isinstance(done, Done) and done.node.status is Status.OK, done.node.error
     gate = Gate.from_json(done.node.gate)
     assert gate is not None and gate.kept and gate.pairs == 2 and not gate.reused
-    assert list(search.reference_sides) == [("", "lgbm", params)]
-    # the next program on the same reference fits the sides with it alone
-    second, run = run_of(_program('df["ac"] = df["a"] * df["c"]'))
-    assert both not in run.code and "def gate_models(seed)" in run.code
-    assert both in second.code  # the node's own code is the same either way
-    second.on_started(-1, 300.0)
-    second.on_result(-1, _program_ran(task, {0: 0.3, 2: 0.3}))  # worse than without
-    done = second.next()
+    assert len(gate.seed_gains) == 2 and gate.gains == pytest.approx(gate.seed_gains[0])
+    assert done.node.exec_seconds == pytest.approx(3.0)  # both runs count
+    assert [run[0] for run in json.loads(done.node.runs)] == [-2, -1]
+    assert list(search.reference_sides) == [("", "lgbm", PARAMS)]
+    assert len(search.reference_sides[("", "lgbm", PARAMS)]) == 2
+    # the next program on the same reference fits the sides with it alone; worse than its
+    # absence, it stops after its first pair
+    second, run = _program_run(search, _program('df["ac"] = df["a"] * df["c"]'))
+    assert BOTH_SIDES not in run.code and "def gate_models(seed)" in run.code
+    assert BOTH_SIDES in second.code  # the node's own code is the same either way
+    done = _ran(second, _program_ran(task, {0: 0.3}))
     assert isinstance(done, Done) and done.node.status is Status.OK, done.node.error
     gate = Gate.from_json(done.node.gate)
-    assert gate is not None and gate.reused and gate.pairs == 2 and not gate.kept
-    assert gate.mean_gain < 0
+    assert gate is not None and gate.reused and gate.pairs == 1 and not gate.kept
+    assert gate.mean_gain < 0 and "with its first pair" in gate.reason
+    assert done.node.exec_seconds == pytest.approx(1.5)
+    # a better one there fits both its pairs' sides with the program alone
+    third, run = _program_run(search, _program('df["a2"] = df["a"] * df["a"]'))
+    second_run = _ran(third, _program_ran(task, {0: 0.1}))
+    assert isinstance(second_run, Execute) and BOTH_SIDES not in second_run.code
+    done = _ran(third, _program_ran(task, {0: 0.1}))
+    gate = Gate.from_json(done.node.gate) if isinstance(done, Done) else None
+    assert gate is not None and gate.kept and gate.reused and gate.pairs == 2
     # another configuration, or another feature set, pairs with sides of its own
-    assert both in run_of(_program('df["bc2"] = df["b"] - df["c"]'),
-                          config=(("learning_rate", 0.2), ("n_estimators", 50)))[1].code
-    assert both in run_of(_program('df["ab"] = df["a"] * df["b"]'), parent="k")[1].code
+    assert BOTH_SIDES in _program_run(search, _program('df["bc2"] = df["b"] - df["c"]'),
+                                      config=(("learning_rate", 0.2), ("n_estimators", 50)))[1].code
+    assert BOTH_SIDES in _program_run(search, _program('df["ab"] = df["a"] * df["b"]'),
+                                      parent="k")[1].code
+
+
+def test_a_program_whose_second_pair_gives_no_gains_is_scored_and_not_kept(
+        task: PreparedTask) -> None:
+    """Its node ran and was scored: a second pair that failed, or the deadline before it ran,
+    leaves a candidate not kept, its first pair's gains recorded, never a lost node."""
+    for ending in ("buggy", "deadline"):
+        search = _features_search(task)
+        step, _ = _program_run(search, _program('df["ab"] = df["a"] * df["b"]'))
+        assert isinstance(_ran(step, _program_ran(task, {0: 0.1, 1: 0.2})), Execute)
+        if ending == "buggy":
+            done = _ran(step, ExecResult("buggy", 1, "", "Traceback: boom", 1.0, None, None,
+                                         "", "bwrap"))
+        else:
+            done = step.kill(DEADLINE_ERROR)
+        assert isinstance(done, Done) and done.node.status is Status.OK, done.node.error
+        assert done.predictions is not None
+        gate = Gate.from_json(done.node.gate)
+        assert gate is not None and not gate.kept and gate.pairs == 1, gate
+        assert ("second pair's run ended buggy" if ending == "buggy"
+                else "before its second pair ran") in gate.reason
+
+
+def test_a_reference_without_a_seed_is_judged_on_one_pair(task: PreparedTask) -> None:
+    """Another seed fits the same model: one run, and the rule reads its one pair."""
+    search = _features_search(task)
+    step, run = _program_run(search, _program('df["ab"] = df["a"] * df["b"]'),
+                             config=(("alpha", 1.0),), family="linear")
+    assert "GATE_SEEDS = (1,)" in run.code
+    done = _ran(step, _program_ran(task, {0: 0.1, 1: 0.2}))
+    gate = Gate.from_json(done.node.gate) if isinstance(done, Done) else None
+    assert gate is not None and gate.kept and gate.pairs == 1, gate
 
 
 TREES = ("from sklearn.ensemble import ExtraTreesRegressor\n\n"

@@ -1,21 +1,24 @@
 """A feature program's gate on the held-out rows: the reference configuration with the program
 against the same configuration without it, group by group.
 
-Both sides are fitted afresh in the program's own run (operators/models.py `gate_part`): for
+Both sides are fitted afresh in the program's own runs (operators/models.py `gate_part`): for
 each of a few new seeds, the configuration with and without the program on every fold, so
-the two differ only by the program. The reference's own stored predictions are not the other
-side: the reference is the best of the floor's trials, and part of why it is best is its
-seed's luck, which no other fit shares. The groups are the run's folds (on the holdout, fixed
-random groups of the valid rows), each group's gain is the mean over the seeds, and
-`search.programs.keep_rule` decides. The side without the program depends only on the
-reference configuration, its feature set and the seed: the search keeps it from the first
-program's run on them, and later programs there fit the side with the program alone.
+the two differ only by the program (the first seed's pair in the program's run, the others in
+a second run for a program that pair found promising: `search.programs.screen`). The
+reference's own stored predictions are not the other side: the reference is the best of the
+floor's trials, and part of why it is best is its seed's luck, which no other fit shares. The
+groups are the run's folds (on the holdout, fixed random groups of the valid rows), each
+group's gain is the mean over the seeds, and `search.programs.keep_rule` decides
+(`search.programs.judge`). The side without the program depends only on the reference
+configuration, its feature set and the seed: the search keeps it from the first program's run
+on them, and later programs there fit the side with the program alone.
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -23,7 +26,7 @@ import pandas as pd
 from engine.evaluation.folds import Folds
 from engine.evaluation.scoring import SubmissionError, read_stacked, submission_metric
 from engine.task.prepare import PreparedTask
-from search.programs import Gate, keep_rule
+from search.programs import Gate, judge
 
 
 def group_gains(task: PreparedTask, truth: pd.Series, with_program: pd.DataFrame,
@@ -71,29 +74,47 @@ def fresh_pairs(task: PreparedTask, gate_csv: bytes,
     return list(zip(with_program, without, strict=True))
 
 
+@dataclass(frozen=True)
+class GateRound:
+    """What one run of a program gave its gate: each pair's gains per group (one tuple per
+    seed), the sides without the program it compared with (to keep for the next program on
+    the same reference and feature set), whether those were kept from an earlier run, and
+    what went wrong instead ("" when nothing did)."""
+
+    seed_gains: tuple[tuple[float, ...], ...] = ()
+    without: tuple[pd.DataFrame, ...] = ()
+    reused: bool = False
+    problem: str = ""
+
+
+def gate_round(task: PreparedTask, folds: Folds, truth: pd.Series, gate_csv: bytes | None,
+               kept_without: Sequence[pd.DataFrame] = ()) -> GateRound:
+    """The pairs a program's run wrote to `gate_csv` (`truth`: the held-out rows' labels),
+    against `kept_without` (sides kept from an earlier program's run) for a run that fitted
+    the sides with the program alone."""
+    if gate_csv is None:
+        return GateRound(problem="its run wrote no fresh pairs")
+    try:
+        with_program, without = fresh_sides(task, gate_csv, len(truth))
+    except SubmissionError as exc:
+        return GateRound(problem=str(exc))
+    reused = not without
+    without = without or list(kept_without)
+    if len(without) != len(with_program):
+        return GateRound(problem=f"submission/gate.csv holds {len(with_program)} sides with the "
+                         f"program against {len(without)} without it; expected pairs")
+    gains = tuple(tuple(group_gains(task, truth, w, wo, folds.groups()))
+                  for w, wo in zip(with_program, without, strict=True))
+    return GateRound(gains, tuple(without), reused)
+
+
 def program_gate(task: PreparedTask, folds: Folds, truth: pd.Series, reference: str,
                  added: tuple[str, ...], gate_csv: bytes | None,
                  kept_without: Sequence[pd.DataFrame] = ()
                  ) -> tuple[Gate, list[pd.DataFrame]]:
-    """The gate of a program whose run wrote `gate_csv` (its fresh pairs; `truth`: the
-    held-out rows' labels), and the sides without the program it compared with, to keep for
-    the next program on the same reference and feature set. `kept_without`: those sides kept
-    from an earlier program's run, for a run that fitted the sides with the program alone."""
-    if gate_csv is None:
-        return Gate(reference, (), False, "not kept: its run wrote no fresh pairs", added), []
-    try:
-        with_program, without = fresh_sides(task, gate_csv, len(truth))
-    except SubmissionError as exc:
-        return Gate(reference, (), False, f"not kept: {exc}", added), []
-    reused = not without
-    without = without or list(kept_without)
-    if len(without) != len(with_program):
-        return Gate(reference, (), False, "not kept: submission/gate.csv holds "
-                    f"{len(with_program)} sides with the program against {len(without)} "
-                    "without it; expected pairs", added), []
-    per_seed = np.array([group_gains(task, truth, w, wo, folds.groups())
-                         for w, wo in zip(with_program, without, strict=True)])
-    gains = per_seed.mean(axis=0).tolist()
-    kept, reason = keep_rule(gains)
-    return Gate(reference, tuple(gains), kept, reason, added, len(with_program),
-                reused), without
+    """The gate of a program whose one run wrote all its pairs to `gate_csv`, and the sides
+    without the program it compared with (see `gate_round`)."""
+    pairs = gate_round(task, folds, truth, gate_csv, kept_without)
+    if pairs.problem:
+        return Gate(reference, (), False, f"not kept: {pairs.problem}", added), []
+    return judge(reference, added, pairs.seed_gains, pairs.reused), list(pairs.without)

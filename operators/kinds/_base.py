@@ -36,6 +36,10 @@ class EngineCode:
     # a search that kept the sides without it from an earlier program's run on the same
     # reference configuration and feature set; "" for every other node.
     with_program_code: str = ""
+    # A feature program's all-folds runs fitting its gate's pairs of the seeds after the first
+    # (search.programs.screen): both sides, and the side with the program alone; () for a
+    # reference without a seed (each seed fits the same model) and for every other node.
+    second_pair: tuple[str, str] | tuple[()] = ()
 
 
 class OperatorKind:

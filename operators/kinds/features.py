@@ -37,7 +37,7 @@ from operators.features import (
 )
 from operators.harness import assemble
 from operators.kinds._base import EngineCode, FloorKind, register
-from operators.models import model_code
+from operators.models import model_code, seeded
 from operators.replies import Parsed, one_line
 from search.journal import Journal
 from search.node import Operator, Status
@@ -345,9 +345,16 @@ class Features(FloorKind):
         of each program. Its other form fits the gate's sides with the program alone
         (`EngineCode.with_program_code`)."""
         chain = [*chain_programs(journal, proposal.parent_id), code]
+
+        def run_code(seeds: tuple[int, ...], without: bool) -> str:
+            return assemble(ctx, model_code(ctx, proposal.family, proposal.param_dict, chain,
+                                            check=True, gate_seeds=seeds, gate_without=without),
+                            all_folds=True)
+
+        first, later = GATE_SEEDS[:1], GATE_SEEDS[1:]
         model = model_code(ctx, proposal.family, proposal.param_dict, chain, check=True,
-                           gate_seeds=GATE_SEEDS)
-        with_program = model_code(ctx, proposal.family, proposal.param_dict, chain, check=True,
-                                  gate_seeds=GATE_SEEDS, gate_without=False)
-        return EngineCode("", assemble(ctx, model), assemble(ctx, model, all_folds=True),
-                          assemble(ctx, with_program, all_folds=True))
+                           gate_seeds=first)
+        second = (run_code(later, True), run_code(later, False)) \
+            if later and seeded(ctx, proposal.family) else ()
+        return EngineCode("", assemble(ctx, model), run_code(first, True),
+                          run_code(first, False), second)
