@@ -14,7 +14,8 @@ result.json). With the floor arm (`benchmarks.run --floor-arm`), the LLM gain pe
 answer's test score with and without the LLM (mean over outer folds), their difference paired
 by outer fold with its spread (with one fold: an interval over its test rows, benchmarks/gain.py),
 what became of the LLM's feature programs, and on how many tasks the LLM won, lost or tied
-within that spread. Only rows with status ok count; failed ones are listed at the end.
+within that spread; then each LLM run beside its floor run (scores, nodes, programs and the
+executors' time on them, when the LLM was asked for no more). Only rows with status ok count; failed ones are listed at the end.
 """
 
 from __future__ import annotations
@@ -380,7 +381,72 @@ def gain_section(rows: pd.DataFrame, res: Results) -> list[str]:
                      "interval over its test rows)"
                      + (f"; on {unknown} one fold and no interval tell nothing." if unknown
                         else "."))
-    return lines
+    return lines + runs_section(rows, res)
+
+
+def runs_section(rows: pd.DataFrame, res: Results) -> list[str]:
+    """Each LLM run beside the floor run of its task, fold and seed (or the fold's first
+    floor seed): their test scores and nodes, and what became of the LLM's programs."""
+    policy = rows[rows.kind == "policy"].to_dict("records")
+    floors: dict[tuple[str, int], dict[int, dict[str, Any]]] = {}
+    for row in policy:
+        if row["method"] == FLOOR:
+            floors.setdefault((str(row["task"]), whole(row.get("fold"))), {})[
+                whole(row.get("seed"))] = row
+    body = []
+    for llm in sorted((r for r in policy if r["method"] != FLOOR),
+                      key=lambda r: (str(r["method"]), whole(r.get("fold")), str(r["task"]),
+                                     whole(r.get("seed")))):
+        task, fold, seed = str(llm["task"]), whole(llm.get("fold")), whole(llm.get("seed"))
+        seeds = floors.get((task, fold))
+        if not seeds:
+            continue
+        floor = seeds.get(seed, seeds[min(seeds)])
+        sign = 1.0 if res.maximize[task] else -1.0
+        counts = " / ".join(_whole_or_na(llm.get(c)) for c in PROGRAM_COLUMNS)
+        share = _ratio(llm.get("program_exec_seconds"), llm.get("exec_seconds"))
+        retired = _float(llm.get("llm_retired_seconds"))
+        why = llm.get("llm_retired_why")
+        median = _float(llm.get("program_llm_seconds"))
+        body.append([
+            task, str(fold), str(llm["method"]), str(seed), _fmt(float(floor["test"]), 5),
+            _fmt(float(llm["test"]), 5),
+            f"{sign * (float(llm['test']) - float(floor['test'])):+.4g}",
+            f"{_whole_or_na(floor.get('nodes'))} / {_whole_or_na(llm.get('nodes'))}", counts,
+            "n/a" if share is None else f"{share:.0%}",
+            _yes_no(llm.get("answer_uses_program")),
+            "n/a" if why is None or pd.isna(why) else
+            ("never" if retired is None else f"{retired:.0f} ({why})"),
+            "n/a" if median is None else f"{median:.1f}",
+            f"{_started(floor)} / {_started(llm)}"])
+    if not body:
+        return []
+    return ["", "### Each run", "",
+            "Signed so that above zero the LLM did better. Nodes: the floor run's / the LLM "
+            "run's. Programs: proposed / refused by the checks / failed / scored / kept. The "
+            "executors' seconds on the programs' runs, as a share of all their seconds.", "",
+            *_table(["task", "fold", "method", "seed", FLOOR, "with LLM", "LLM − floor",
+                     "nodes", "programs", "executors' time on programs",
+                     "answer uses a kept program", "LLM asked for no more at s (why)",
+                     "median LLM s per program", "started (UTC, floor / LLM)"], body)]
+
+
+def _yes_no(value: Any) -> str:
+    return "n/a" if value is None or pd.isna(value) else ("yes" if value else "no")
+
+
+def _whole_or_na(value: Any) -> str:
+    return "n/a" if value is None or pd.isna(value) else str(int(value))
+
+
+def _ratio(part: Any, whole_: Any) -> float | None:
+    part, total = _float(part), _float(whole_)
+    return None if part is None or not total else part / total
+
+
+def _started(row: dict[str, Any]) -> str:
+    at = _float(row.get("started_at"))
+    return "n/a" if not at else pd.Timestamp(at, unit="s").strftime("%m-%d %H:%M")
 
 
 def wall_time(rows: pd.DataFrame, methods: list[str]) -> list[list[str]]:

@@ -23,7 +23,8 @@ COLUMNS = (
     "completion_tokens", "seconds", "budget", "cores", "best_operator", "run_dir", "data_hash",
     "started_at", "finished_at", "programs_proposed", "programs_rejected", "programs_failed",
     "programs_scored", "programs_kept", "program_llm_seconds", "answer_uses_program",
-    "answer_unkept_share", "llm_retired_seconds", "llm_retired_why",
+    "answer_unkept_share", "llm_retired_seconds", "llm_retired_why", "exec_seconds",
+    "program_exec_seconds",
 )
 # What one OUT holds one of (a row without them was written before they were recorded: sela,
 # the engine's own split).
@@ -59,6 +60,9 @@ def measure_run(run_dir: Path) -> dict[str, Any]:
         # when it never was (empty: a row from before these columns, not known)
         "llm_retired_seconds": spent.get("llm_retired_seconds"),
         "llm_retired_why": str(spent.get("llm_retired_why") or ""),
+        # the executors' seconds on every node's runs, and on the feature programs' runs
+        "exec_seconds": sum(node.exec_seconds for node in journal),
+        "program_exec_seconds": programs.exec_seconds,
     }
 
 

@@ -256,6 +256,7 @@ class ProgramCounts:
     scored: int = 0  # compared with their reference
     kept: int = 0
     llm_seconds: tuple[float, ...] = ()  # each finished program's reply seconds
+    exec_seconds: float = 0.0  # the executors' seconds on the programs' runs
 
     @property
     def median_llm_seconds(self) -> float | None:
@@ -271,7 +272,8 @@ def program_counts(nodes: Iterable[Node]) -> ProgramCounts:
         proposed=len(programs), rejected=rejected,
         failed=len(programs) - rejected - scored, scored=scored,
         kept=sum(is_kept(n) for n in programs),
-        llm_seconds=tuple(n.llm_seconds for n in programs))
+        llm_seconds=tuple(n.llm_seconds for n in programs),
+        exec_seconds=sum(n.exec_seconds for n in programs))
 
 
 @dataclass(frozen=True)

@@ -166,7 +166,9 @@ def _gain_rows(tmp_path: Path) -> list[dict[str, object]]:
                              "llm_retired_seconds": 100.0 + 50 * seed
                              if greedy and fold == 0 else None,
                              "llm_retired_why": "10 feature programs in a row were not kept"
-                             if greedy and fold == 0 else ""})
+                             if greedy and fold == 0 else "",
+                             "exec_seconds": 100.0,
+                             "program_exec_seconds": 25.0 if greedy else 0.0})
     return rows
 
 
@@ -236,6 +238,11 @@ def test_report_shows_the_llm_gain_table(tmp_path: Path) -> None:
             ) in text  # the run folders are gone: no interval
     assert "| cls | f1 | greedy | 0.8 | 0.79 | +0.01 ± 0.16 (2) | n/a; n/a | tied |" in text
     assert "- with the LLM, greedy won on 1 of 2 tasks, lost on 0 and tied on 1" in text
+    # each LLM run beside the floor run of its fold and seed
+    assert ("| reg | 0 | greedy | 0 | 4.99 | 3.99 | +1 | 3 / 3 | 3 / 1 / 0 / 2 / 1 | 25% | yes | "
+            "100 (10 feature programs in a row were not kept) | 4.0 | n/a / n/a |") in text
+    assert "| cls | 1 | greedy | 1 | 0.79 | 0.91 | +0.12 | 3 / 3 | 3 / 1 / 0 / 2 / 0 | 25% | no | " \
+        "never | 5.0 |" in text
     one_fold = [r for r in _gain_rows(tmp_path) if r["fold"] == 0 and r["task"] == "reg"]
     save_results(tmp_path / "one.parquet", pd.DataFrame(one_fold))
     text = report.write_report(tmp_path / "one.parquet", tmp_path / "one.md").read_text()
@@ -588,6 +595,7 @@ def test_the_floor_arm_is_a_search_without_any_llm(tmp_path: Path,
     assert not row["answer_uses_program"] and row["program_llm_seconds"] is None
     assert row["answer_unkept_share"] == 0.0
     assert row["llm_retired_seconds"] is None and row["llm_retired_why"] == ""
+    assert row["program_exec_seconds"] == 0 and row["exec_seconds"] > 0
     run = Path(row["run_dir"])
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["model"] == "none" and manifest["config"]["llm"] == "none"

@@ -81,6 +81,7 @@ def test_gate_round_trip_and_counts() -> None:
     assert (counts.proposed, counts.rejected, counts.failed, counts.scored, counts.kept) == (
         5, 1, 1, 3, 2)
     assert counts.median_llm_seconds == 3.0
+    assert counts.exec_seconds == 5.0  # the five programs' runs, 1 s each; not the portfolio's
     assert gate_of(nodes[5]) is None and gate_of(nodes[0]) == kept
     journal = Journal(nodes)
     # best first among kept only: b scored higher but was not kept
