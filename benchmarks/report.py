@@ -13,9 +13,10 @@ LightGBM and of the best valid score over time (the runs' node Parquet, or the b
 result.json). With the floor arm (`benchmarks.run --floor-arm`), the LLM gain per task: the
 answer's test score with and without the LLM (mean over outer folds), their difference paired
 by outer fold with its spread (with one fold: an interval over its test rows, benchmarks/gain.py),
-what became of the LLM's feature programs, and on how many tasks the LLM won, lost or tied
-within that spread; then each LLM run beside its floor run (scores, nodes, programs and the
-executors' time on them, when the LLM was asked for no more). Only rows with status ok count; failed ones are listed at the end.
+what became of the LLM's feature programs, and on how many tasks the LLM won, lost or
+tied within that spread; then each LLM run beside its floor run (scores, nodes, programs and
+the executors' time on them, when the LLM was asked for no more). Only rows with status ok
+count; failed ones are listed at the end.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -388,7 +389,7 @@ def runs_section(rows: pd.DataFrame, res: Results) -> list[str]:
     """Each LLM run beside the floor run of its task, fold and seed (or the fold's first
     floor seed): their test scores and nodes, and what became of the LLM's programs."""
     policy = rows[rows.kind == "policy"].to_dict("records")
-    floors: dict[tuple[str, int], dict[int, dict[str, Any]]] = {}
+    floors: dict[tuple[str, int], dict[int, Mapping[Any, Any]]] = {}
     for row in policy:
         if row["method"] == FLOOR:
             floors.setdefault((str(row["task"]), whole(row.get("fold"))), {})[
@@ -444,7 +445,7 @@ def _ratio(part: Any, whole_: Any) -> float | None:
     return None if part is None or not total else part / total
 
 
-def _started(row: dict[str, Any]) -> str:
+def _started(row: Mapping[Any, Any]) -> str:
     at = _float(row.get("started_at"))
     return "n/a" if not at else pd.Timestamp(at, unit="s").strftime("%m-%d %H:%M")
 

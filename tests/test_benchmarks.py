@@ -241,8 +241,8 @@ def test_report_shows_the_llm_gain_table(tmp_path: Path) -> None:
     # each LLM run beside the floor run of its fold and seed
     assert ("| reg | 0 | greedy | 0 | 4.99 | 3.99 | +1 | 3 / 3 | 3 / 1 / 0 / 2 / 1 | 25% | yes | "
             "100 (10 feature programs in a row were not kept) | 4.0 | n/a / n/a |") in text
-    assert "| cls | 1 | greedy | 1 | 0.79 | 0.91 | +0.12 | 3 / 3 | 3 / 1 / 0 / 2 / 0 | 25% | no | " \
-        "never | 5.0 |" in text
+    assert ("| cls | 1 | greedy | 1 | 0.79 | 0.91 | +0.12 | 3 / 3 | 3 / 1 / 0 / 2 / 0 | 25% | "
+            "no | never | 5.0 |") in text
     one_fold = [r for r in _gain_rows(tmp_path) if r["fold"] == 0 and r["task"] == "reg"]
     save_results(tmp_path / "one.parquet", pd.DataFrame(one_fold))
     text = report.write_report(tmp_path / "one.parquet", tmp_path / "one.md").read_text()

@@ -35,12 +35,21 @@ out.to_parquet(HERE / "results.parquet")
 print(len(out), out.groupby("method").size().to_dict())
 before = measured(pd.read_parquet("/work/bench63/results.parquet"))
 print("| task | fold | programs' share of the executors' time, 18th (both pairs in one run) "
-      "| 19th (two runs) | programs 18th / 19th | executors' seconds a scored program, 18th / 19th |")
+      "| 19th (two runs) | programs scored 18th / 19th | executors' seconds a scored program, "
+      "18th / 19th |")
 print("|---|---|---|---|---|---|")
-for row in new.sort_values(["fold", "task"]).itertuples():
-    (then,) = before[(before.task == row.task) & (before.fold == row.fold)].itertuples()
-    print(f"| {row.task} | {row.fold} | {then.program_exec_seconds / then.exec_seconds:.0%} | "
-          f"{row.program_exec_seconds / row.exec_seconds:.0%} | {then.programs_proposed} / "
-          f"{row.programs_proposed} | "
-          f"{then.program_exec_seconds / max(then.programs_scored, 1):.1f} / "
-          f"{row.program_exec_seconds / max(row.programs_scored, 1):.1f} |")
+
+
+def share(row: dict) -> str:
+    return f"{float(row['program_exec_seconds']) / float(row['exec_seconds']):.0%}"
+
+
+def per_program(row: dict) -> str:
+    return f"{float(row['program_exec_seconds']) / max(int(row['programs_scored']), 1):.1f}"
+
+
+for row in new.sort_values(["fold", "task"]).to_dict("records"):
+    (then,) = before[(before.task == row["task"]) & (before.fold == row["fold"])].to_dict("records")
+    print(f"| {row['task']} | {row['fold']} | {share(then)} | {share(row)} | "
+          f"{then['programs_scored']} / {row['programs_scored']} | {per_program(then)} / "
+          f"{per_program(row)} |")
