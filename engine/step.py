@@ -55,7 +55,7 @@ from operators.replies import clean_reflection, self_reported_metric
 from sandbox import ExecResult, Limits
 from search.node import Node, Operator, Status, code_hash
 from search.policy import Proposal
-from search.programs import REJECTED, Gate, judge, screen
+from search.programs import REJECTED, judge, screen
 
 DEADLINE_ERROR = "stopped at the budget deadline"
 STOPPED_ERROR = "stopped by the user"
@@ -404,7 +404,7 @@ class Step:
                            run[0].gate_csv if run is not None else None, kept[:1])
         self._added, reference = added, self.proposal.idea
         if pairs.problem:
-            self.gate = Gate(reference, (), False, f"not kept: {pairs.problem}", added).to_json()
+            self.gate = pairs.unjudged(reference, added).to_json()
             return None
         if not kept:
             search.keep_reference_sides(reference_key(self.proposal), list(pairs.without))

@@ -86,6 +86,10 @@ class GateRound:
     reused: bool = False
     problem: str = ""
 
+    def unjudged(self, reference: str, added: tuple[str, ...]) -> Gate:
+        """The gate of a program whose run gave no pairs to judge (`problem`): not kept."""
+        return Gate(reference, (), False, f"not kept: {self.problem}", added)
+
 
 def gate_round(task: PreparedTask, folds: Folds, truth: pd.Series, gate_csv: bytes | None,
                kept_without: Sequence[pd.DataFrame] = ()) -> GateRound:
@@ -116,5 +120,5 @@ def program_gate(task: PreparedTask, folds: Folds, truth: pd.Series, reference: 
     without the program it compared with (see `gate_round`)."""
     pairs = gate_round(task, folds, truth, gate_csv, kept_without)
     if pairs.problem:
-        return Gate(reference, (), False, f"not kept: {pairs.problem}", added), []
+        return pairs.unjudged(reference, added), []
     return judge(reference, added, pairs.seed_gains, pairs.reused), list(pairs.without)
