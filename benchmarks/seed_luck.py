@@ -32,16 +32,15 @@ from engine.evaluation.scoring import (
     score_held_out,
 )
 from fileio import write_atomic
+from operators.context import TaskContext
 from operators.features import feature_programs
 from operators.harness import assemble
-from operators.models import model_code
+from operators.models import TRIAL_SEED, model_code, seeded
 from sandbox import Limits, run_script
 from search.floor import configuration
 from search.journal import Journal
 from search.node import Node
 from search.programs import TIE
-
-SEEDED = ("lgbm", "extra_trees", "random_forest", "hist_gb")  # families that take a seed
 
 
 @dataclass(frozen=True)
@@ -61,10 +60,10 @@ class Reseeded:
         return gap if self.maximize else -gap
 
 
-def top_nodes(journal: Journal, top: int) -> list[Node]:
+def top_nodes(journal: Journal, ctx: TaskContext, top: int) -> list[Node]:
     """The best eligible engine-written nodes of a seeded family, best first."""
     nodes = [n for n in journal.eligible_nodes if n.operator.traits.configured
-             and n.metric is not None and configuration(n).family in SEEDED]
+             and n.metric is not None and seeded(ctx, configuration(n).family)]
     return sorted(nodes, key=lambda n: (-(n.metric or 0.0), n.step))[:top]
 
 
@@ -74,13 +73,13 @@ def reseeded(run: Path, seeds: int, top: int) -> Iterator[Reseeded]:
         return
     stored, task, folds, ctx = replay.stored, replay.task, replay.folds, replay.ctx
     inputs, truth = replay.inputs, replay.truth
-    for node in top_nodes(stored.journal, top):
+    for node in top_nodes(stored.journal, ctx, top):
         proposal = configuration(node)
         model = model_code(ctx, proposal.family, proposal.param_dict,
                            feature_programs(node.code))
         valid, test = [], []
         for seed in range(1, seeds + 1):
-            code = assemble(ctx, model.replace("random_state=0", f"random_state={seed}"),
+            code = assemble(ctx, model.replace(TRIAL_SEED, f"random_state={seed}"),
                             all_folds=True)
             result = run_script(code, inputs, Limits(wall_seconds=900))
             try:

@@ -143,10 +143,10 @@ class Step:
         self._kept_sides: list[pd.DataFrame] | None = None
         # its code fitting the later seeds' pairs (EngineCode.second_pair)
         self._second_pair: tuple[str, str] | tuple[()] = ()
-        self._added: tuple[str, ...] = ()  # the columns its program added
         # While its second pair runs (search.programs.screen): what its first run gave the
-        # gate, and the node's record to make once the second pair has run.
-        self._awaiting: tuple[GateRound, Callable[[], Done]] | None = None
+        # gate, the columns its program added, and the node's record to make once the second
+        # pair has run.
+        self._awaiting: tuple[GateRound, tuple[str, ...], Callable[[], Done]] | None = None
         self.queued_at = 0.0
         self._to_run: tuple[int, ...] = ()  # folds wanted and not handed out yet
         self._handed_out: set[int] = set()  # folds handed out whose run has not ended
@@ -370,10 +370,10 @@ class Step:
                          predictions=predictions, train_raw=train_raw, executor=executor,
                          node_ip=node_ip, measured=measured, fold_models=kept)
         first_pair = self._gate_first_pair(added) if added is not None else None
-        if first_pair is not None:
-            self._awaiting = first_pair, ending
-            return
-        ending()
+        if first_pair is None or added is None:
+            ending()
+        else:
+            self._awaiting = first_pair, added, ending
 
     def _score(self) -> HeldOut:
         search, folds = self.search, self.search.fold_plan
@@ -402,7 +402,7 @@ class Step:
         kept = self._kept_sides or []
         pairs = gate_round(search.task, folds, search.dev_labels.iloc[folds.held_out],
                            run[0].gate_csv if run is not None else None, kept[:1])
-        self._added, reference = added, self.proposal.idea
+        reference = self.proposal.idea
         if pairs.problem:
             self.gate = pairs.unjudged(reference, added).to_json()
             return None
@@ -419,34 +419,34 @@ class Step:
             self.gate = judge(reference, added, pairs.seed_gains, pairs.reused).to_json()
         return None
 
-    def _second_pair_ran(self, first: GateRound, ending: Callable[[], Done]) -> None:
+    def _second_pair_ran(self, first: GateRound, added: tuple[str, ...],
+                         ending: Callable[[], Done]) -> None:
         """The program's second pair's run ended: its gate on both pairs, then its record."""
         search, folds = self.search, self.search.fold_plan
         result = self._results[SECOND_PAIR][0]
         kept = self._kept_sides or []
         if result.status != Status.OK.value:
             why = result.error or result.stderr_tail[-300:]
-            self._gate_on_first_pair(first, ending,
+            self._gate_on_first_pair(first, added, ending,
                                      f"its second pair's run ended {result.status}: {why}")
             return
         pairs = gate_round(search.task, folds, search.dev_labels.iloc[folds.held_out],
                            result.gate_csv, kept[1:])
         if pairs.problem:
-            self._gate_on_first_pair(first, ending, pairs.problem)
+            self._gate_on_first_pair(first, added, ending, pairs.problem)
             return
         if len(kept) < 2:
             search.keep_reference_sides(reference_key(self.proposal),
                                         [*first.without, *pairs.without])
-        self.gate = judge(self.proposal.idea, self._added,
-                          first.seed_gains + pairs.seed_gains,
+        self.gate = judge(self.proposal.idea, added, first.seed_gains + pairs.seed_gains,
                           first.reused and pairs.reused).to_json()
         ending()
 
-    def _gate_on_first_pair(self, first: GateRound, ending: Callable[[], Done],
-                            why: str) -> Done:
+    def _gate_on_first_pair(self, first: GateRound, added: tuple[str, ...],
+                            ending: Callable[[], Done], why: str) -> Done:
         """The record of a program whose second pair gave no gains (`why`): not kept, its
         first pair's gains recorded."""
-        gate = judge(self.proposal.idea, self._added, first.seed_gains, first.reused)
+        gate = judge(self.proposal.idea, added, first.seed_gains, first.reused)
         self.gate = replace(gate, kept=False, reason=f"not kept: {why}").to_json()
         return ending()
 

@@ -12,15 +12,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.evaluation.folds import all_folds_inputs, dev_labels, make_folds
-from engine.evaluation.program_gate import fresh_pairs, group_gains, program_gate
+from engine.evaluation.folds import Folds, all_folds_inputs, dev_labels, make_folds
+from engine.evaluation.program_gate import fresh_pairs, gate_round, group_gains
 from engine.evaluation.scoring import read_submission
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from operators.context import TaskContext
 from operators.harness import assemble
 from operators.models import model_code
 from sandbox import Limits, run_script
-from search.programs import GATE_SEEDS
+from search.programs import GATE_SEEDS, Gate, judge
 
 HELPS = 'def add_features(df):\n    df["ab"] = df["a"] * df["b"]\n    return df\n'
 # bagged rows and columns: a seed changes the model
@@ -28,6 +28,16 @@ NOISY = {"n_estimators": 60, "learning_rate": 0.1, "num_leaves": 8, "min_child_s
          "subsample": 0.6, "colsample_bytree": 0.6, "reg_alpha": 1e-8, "reg_lambda": 1e-8}
 CTX = TaskContext(preview="", target="y", task_type="regression", metric="rmse",
                   maximize=False)
+
+
+def program_gate(task: PreparedTask, folds: Folds, truth: pd.Series, added: tuple[str, ...],
+                 gate_csv: bytes | None, kept_without: tuple[pd.DataFrame, ...] = ()
+                 ) -> tuple[Gate, tuple[pd.DataFrame, ...]]:
+    """The gate of a program whose one run wrote all its pairs, as the step judges it."""
+    pairs = gate_round(task, folds, truth, gate_csv, kept_without)
+    if pairs.problem:
+        return pairs.unjudged("ref", added), ()
+    return judge("ref", added, pairs.seed_gains, pairs.reused), pairs.without
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +88,7 @@ def test_the_gate_compares_fresh_pairs_not_the_references_stored_luck(
     own = read_submission(task, result.valid_csv, "valid", len(held))
     lucky = truth.rename("prediction").to_frame().reset_index(drop=True)
     assert all(g < 0 for g in group_gains(task, truth, own, lucky, folds.groups()))
-    gate, _ = program_gate(task, folds, truth, "ref", ("ab",), result.gate_csv)
+    gate, _ = program_gate(task, folds, truth, ("ab",), result.gate_csv)
     assert gate.kept and gate.pairs == 2 and len(gate.gains) == 3, gate
     assert all(g > 0 for g in gate.gains)
     # gate_test: each pair's test predictions per fold (what benchmarks.program_pairs reads)
@@ -105,12 +115,12 @@ def test_a_run_with_the_kept_sides_without_the_program_gives_the_same_gate(
     both, alone = (r.gate_csv for r in results)
     assert both is not None and alone is not None
     assert sorted(pd.read_csv(io.BytesIO(alone))["fold"].unique()) == [0, 2]
-    gate, without = program_gate(task, folds, truth, "ref", ("ab",), both)
+    gate, without = program_gate(task, folds, truth, ("ab",), both)
     assert len(without) == 2 and not gate.reused
-    again, used = program_gate(task, folds, truth, "ref", ("ab",), alone, without)
+    again, used = program_gate(task, folds, truth, ("ab",), alone, without)
     assert again.reused and all(u is w for u, w in zip(used, without, strict=True))
     assert again.gains == pytest.approx(gate.gains) and again.kept == gate.kept
-    refused, _ = program_gate(task, folds, truth, "ref", ("ab",), alone)  # nothing kept
+    refused, _ = program_gate(task, folds, truth, ("ab",), alone)  # nothing kept
     assert not refused.kept and "expected pairs" in refused.reason
 
 
@@ -119,9 +129,9 @@ def test_a_gate_file_without_pairs_is_not_kept_and_says_why(task: PreparedTask) 
     truth = dev_labels(task).iloc[folds.held_out]
     odd = io.StringIO()
     truth.rename("prediction").to_frame().assign(fold=0).to_csv(odd, index=False)  # one block
-    gate, _ = program_gate(task, folds, truth, "ref", (), odd.getvalue().encode())
+    gate, _ = program_gate(task, folds, truth, (), odd.getvalue().encode())
     assert not gate.kept and "expected pairs" in gate.reason and gate.gains == ()
-    gate, _ = program_gate(task, folds, truth, "ref", (), None)
+    gate, _ = program_gate(task, folds, truth, (), None)
     assert not gate.kept and "no fresh pairs" in gate.reason
 
 
@@ -134,6 +144,6 @@ def test_the_gates_gains_are_stored_as_the_rule_counted_them(task: PreparedTask)
     for block, off in enumerate((1e-7, 3e-7)):  # with the program, then without: 2e-7 better
         (truth + off).rename("prediction").to_frame().assign(fold=block).to_csv(
             pair, index=False, header=block == 0)
-    gate, _ = program_gate(task, folds, truth, "ref", ("ab",), pair.getvalue().encode())
+    gate, _ = program_gate(task, folds, truth, ("ab",), pair.getvalue().encode())
     assert gate.kept and gate.mean_gain == pytest.approx(2e-7, rel=1e-3), gate
     assert f"mean gain {gate.mean_gain:+.4g}" in gate.reason

@@ -12,7 +12,8 @@ import pytest
 import benchmarks.seed_luck as luck
 from engine.run import main as run_main
 from operators.context import TaskContext
-from operators.models import model_code
+from operators.models import TRIAL_SEED, model_code, seeded
+from search.families import FAMILIES
 
 
 def _reseeded(maximize: bool, own: float, others: tuple[float, ...]) -> luck.Reseeded:
@@ -69,5 +70,7 @@ def test_every_seeded_family_fits_with_the_one_seed_the_tool_replaces() -> None:
     seed otherwise would be refitted on seed 0 every time and show no luck at all."""
     ctx = TaskContext(preview="", target="y", task_type="regression", metric="rmse",
                       maximize=False)
-    for family in luck.SEEDED:
-        assert model_code(ctx, family, {}).count("random_state=0") == 1, family
+    families = [family for family in FAMILIES if seeded(ctx, family)]
+    assert families == ["lgbm", "extra_trees", "random_forest", "hist_gb"]
+    for family in families:
+        assert model_code(ctx, family, {}).count(TRIAL_SEED) == 1, family

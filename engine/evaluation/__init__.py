@@ -2,7 +2,8 @@
 
 - `folds`: the run's folds, fixed per run (`task/folds.json`).
 - `scoring`: a submission checked and scored on hidden labels, in the driver only.
-- `program_gate`: a feature program against its reference on the same held-out rows.
+- `program_gate`: a feature program against its reference on the same held-out rows
+  (`gate_round`: the pairs one run of it fitted).
 - `blend`: ensemble selection over the nodes' held-out predictions.
 - `select`: the final selection (`--select`: confirmed, valid, cv).
 - `final`: the answer made: selection applied, best/ written, its model saved.

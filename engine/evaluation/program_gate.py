@@ -26,7 +26,7 @@ import pandas as pd
 from engine.evaluation.folds import Folds
 from engine.evaluation.scoring import SubmissionError, read_stacked, submission_metric
 from engine.task.prepare import PreparedTask
-from search.programs import Gate, judge
+from search.programs import Gate
 
 
 def group_gains(task: PreparedTask, truth: pd.Series, with_program: pd.DataFrame,
@@ -111,14 +111,3 @@ def gate_round(task: PreparedTask, folds: Folds, truth: pd.Series, gate_csv: byt
                   for w, wo in zip(with_program, without, strict=True))
     return GateRound(gains, tuple(without), reused)
 
-
-def program_gate(task: PreparedTask, folds: Folds, truth: pd.Series, reference: str,
-                 added: tuple[str, ...], gate_csv: bytes | None,
-                 kept_without: Sequence[pd.DataFrame] = ()
-                 ) -> tuple[Gate, list[pd.DataFrame]]:
-    """The gate of a program whose one run wrote all its pairs to `gate_csv`, and the sides
-    without the program it compared with (see `gate_round`)."""
-    pairs = gate_round(task, folds, truth, gate_csv, kept_without)
-    if pairs.problem:
-        return pairs.unjudged(reference, added), []
-    return judge(reference, added, pairs.seed_gains, pairs.reused), list(pairs.without)
