@@ -437,7 +437,8 @@ def _yes_no(value: Any) -> str:
 
 
 def _whole_or_na(value: Any) -> str:
-    return "n/a" if value is None or pd.isna(value) else str(int(value))
+    number = _float(value)
+    return "n/a" if number is None else str(int(number))
 
 
 def _ratio(part: Any, whole_: Any) -> float | None:

@@ -369,11 +369,10 @@ class Step:
         ending = partial(self._finish, status, error=error, result=first,
                          predictions=predictions, train_raw=train_raw, executor=executor,
                          node_ip=node_ip, measured=measured, fold_models=kept)
-        first_pair = self._gate_first_pair(added) if added is not None else None
-        if first_pair is None or added is None:
-            ending()
-        else:
+        if added is not None and (first_pair := self._gate_first_pair(added)) is not None:
             self._awaiting = first_pair, added, ending
+            return
+        ending()
 
     def _score(self) -> HeldOut:
         search, folds = self.search, self.search.fold_plan

@@ -131,11 +131,10 @@ def test_programs_that_never_pay_give_the_llms_cpu_to_an_executor(
     row = measure_run(run_dir)  # a benchmark's row of this run says so too
     assert (row["llm_retired_seconds"], row["llm_retired_why"]) == (
         spent["llm_retired_seconds"], spent["llm_retired_why"])
-    programs = [n for n in run.journal if n.operator is Operator.FEATURES]
+    programs = run.journal.nodes_of(Operator.FEATURES)
     assert row["program_exec_seconds"] == pytest.approx(sum(n.exec_seconds for n in programs))
     assert 0 < row["program_exec_seconds"] < row["exec_seconds"]
     retired = run.manifest["starts"][0]["at"] + spent["llm_retired_seconds"]
-    programs = run.journal.nodes_of(Operator.FEATURES)
     assert len(programs) >= 3 and not any(is_kept(n) for n in programs)
     assert all(n.created_at <= retired for n in programs)  # none asked for after it
     # no program was asked for while the programs before it had taken more than their share
