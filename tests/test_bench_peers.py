@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.baselines import BASELINES, BaselineResult
+from benchmarks.baselines import BASELINES, BaselineResult, submission
+from engine.evaluation.scoring import score
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 
 PEER = [pytest.mark.slow, pytest.mark.bench]
@@ -125,14 +126,20 @@ def test_autogluon_answers_when_its_dystack_sub_fit_trains_nothing(tmp_path: Pat
     (the CI machine, or any loaded one) the sub-fit trains no model; AutoGluon 1.6.3 without a
     Ray it supports then failed the main fit ("Learner is already fit", an AssertionError), as
     it did in CI at 4 s of 20 beside the vLLM suite. Now it answers, or, when the main fit
-    trains nothing too, says so in one line."""
+    trains nothing too, says so in one line.
+
+    How good the answer is depends on how loaded the machine is (CI beside the vLLM suite: f1
+    0.48 from 3 starved models), so this checks that it answers from what it learnt, better
+    than always naming the commonest class; the protocol test above holds the quality bar."""
     task = _task(tmp_path, "multiclass", "f1_weighted")
     try:
         result = _fit("autogluon", task, 5.0, tmp_path / "autogluon")
     except RuntimeError as exc:  # a loaded machine: the main fit trained nothing either
         assert "AutoGluon trained no model in 5 s" in str(exc)
-    else:
-        assert result.test > 0.6 and result.params["models"] >= 1
+        return
+    commonest = task.test_y.mode()[0]
+    chance = score(task, submission(task, np.full(len(task.test_y), commonest), None), "test")
+    assert result.params["models"] >= 1 and result.test > chance + 0.1, (result, chance)
 
 
 @pytest.mark.slow
