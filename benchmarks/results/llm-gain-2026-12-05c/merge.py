@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.table import measure_run
+from common.metric import METRICS
 
 HERE = Path(__file__).resolve().parent
 NINETEENTH = pd.read_parquet(HERE.parent / "llm-gain-2026-12-05b" / "results.parquet")
@@ -38,8 +39,8 @@ print("| task | fold | metric | floor here (nodes) | floor the nineteenth compar
 print("|---|---|---|---|---|---|")
 for row in floor.sort_values(["fold", "task"]).to_dict("records"):
     (then,) = before[(before.task == row["task"]) & (before.fold == row["fold"])].to_dict("records")
-    sign = -1 if row["metric"] in ("rmse", "log_loss") else 1
+    gain = METRICS[row["metric"]].normalise(row["test"] - then["test"])
     day = pd.to_datetime(then["started_at"], unit="s")
     print(f"| {row['task']} | {row['fold']} | {row['metric']} | {row['test']:.5g} "
           f"({row['nodes']}) | {then['test']:.5g} ({then['nodes']}, {day:%Y-%m-%d}) | "
-          f"{sign * (row['test'] - then['test']):+.4g} |")
+          f"{gain:+.4g} |")
