@@ -43,7 +43,7 @@ class LlamaLLM:
 
     `cache_bytes` bounds an in-RAM store of saved KV states (0 turns it off). It decodes
     plainly: prompt-lookup speculative decoding was twice as slow on 2 cores
-    (benchmarks/README.md, "Embedded model").
+    (benchmarks/results/decoding-2026-11-25).
 
     Use as a context manager, or call `close()`, to free the model's memory promptly.
     """

@@ -1,7 +1,7 @@
 """The user guide stays true to the code: README.md documents every flag RunConfig declares and
-every flag of `python -m engine.serve`, and the relative links of README.md and
-benchmarks/README.md (files and section anchors) resolve, so moving a section cannot leave a
-link pointing at nothing."""
+every flag of `python -m engine.serve`, and the relative links of README.md,
+benchmarks/README.md and the studies' Markdown under benchmarks/results/ (files and section
+anchors) resolve, so moving a section cannot leave a link pointing at nothing."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from engine.config import add_flags
 from engine.serve import build_parser as serve_parser
 
 ROOT = Path(__file__).resolve().parent.parent
-GUIDES = (ROOT / "README.md", ROOT / "benchmarks" / "README.md")
+GUIDES = (ROOT / "README.md", ROOT / "benchmarks" / "README.md",
+          *sorted((ROOT / "benchmarks" / "results").rglob("*.md")))
 
 
 def _anchors(doc: Path) -> set[str]:

@@ -45,7 +45,7 @@ from search.programs import Gate
 CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 # The slow step runs two test files at once on 2 cores: llama.cpp's threads wait for each other
 # at every step, so 2 threads beside a busy core were 4 to 9 times slower than alone, and 1
-# thread as fast as alone (benchmarks/README.md, "Seconds per feature program").
+# thread as fast as alone (benchmarks/results/program-speed-2026-11-28).
 THREADS = 1
 
 

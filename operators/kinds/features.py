@@ -48,7 +48,7 @@ from search.programs import GATE_SEEDS, REJECTED, gate_of
 # 42's two-fold runs (benchmarks/results/llm-gain-2026-11-29c) stopped at the former cap of 64
 # tokens. After the given start the first column's statement ends by token 24 (median), by 48
 # in 98 % of replies. Ten of those runs' prompts replayed on one machine took a median of
-# 18.7 s at 64 tokens and 14.8 s at 48 (benchmarks/README.md, "Seventh measurement"). Since
+# 18.7 s at 64 tokens and 14.8 s at 48 (benchmarks/results/llm-gain-2026-11-29d). Since
 # the reply now ends at its first statement (STOP), the cap only bounds a long one.
 MAX_TOKENS = 48
 # The reply ends after its first statement: at the closing fence, or where a second statement,
