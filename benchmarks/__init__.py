@@ -1,15 +1,16 @@
-"""Benchmarks: speed and quality goals, measured, never timed tests.
+"""Benchmarks: speed and quality goals, measured, never timed tests (benchmarks/README.md).
 
-- `run`, `report`: the suite runner (policies and baselines per task and seed) and its report.
-- `datasets`: the shipped datasets and suites.
+- `run`, `report`, `table`, `gain`, `figures`: the suite runner (policies, baselines and the
+  floor arm per task, fold and seed), its results table and its report.
+- `datasets`, `cli`: the shipped datasets and suites, the flags the tools share.
 - `baselines`: the non-LLM baselines a practitioner would run instead.
-- `quality`, `reflect`, `debug_pairs`, `analysis`: measurements of selection, reflection and
-  the analyst (the latter two replay the engine's own `Step`).
-- `scaling`, `spread`, `slice`, `tiny_model`, `vllm_gpu`: throughput and scaling measurements.
+- `memory`: the solution memory's arms, paired.
+- `latency`: an answer's prediction time (CLI, API, HTTP, AutoGluon).
+- `scaling`, `rebuild`, `spread`, `tiny_model`, `vllm_gpu`: throughput and scaling.
 - `gpu_sandbox`: whether a candidate gets the GPU inside the sandbox (run on a GPU machine).
-- `stats`: Wilson intervals and the exact sign test.
+- `stats`: Wilson intervals, the exact sign test, paired bootstrap intervals.
 """
 
-__all__ = ["analysis", "baselines", "datasets", "debug_pairs", "gpu_sandbox", "quality",
-           "reflect", "report", "run", "scaling", "slice", "spread", "stats", "tiny_model",
+__all__ = ["baselines", "cli", "datasets", "figures", "gain", "gpu_sandbox", "latency", "memory",
+           "rebuild", "report", "run", "scaling", "spread", "stats", "table", "tiny_model",
            "vllm_gpu"]

@@ -79,7 +79,6 @@ def shared_ray() -> Iterator[None]:
 SCRIPTED_RUN_FILES = frozenset({
     "tests/test_outputs.py", "tests/test_predict.py", "tests/test_bundle.py",
     "tests/test_tree_html_browser.py", "tests/test_serve.py", "tests/test_latency.py",
-    "tests/test_closing_benchmark.py",
 })
 
 
@@ -90,7 +89,7 @@ SCRIPTED_RUN_FILES = frozenset({
 # order. A name missing here only costs time.
 LONGEST_FIRST = (
     "scripted_run", "tests/test_benchmarks.py", "tests/test_full_loop.py",
-    "tests/test_debug_pairs.py", "tests/test_fitted.py", "tests/reliability/test_disk_fault.py",
+    "tests/test_fitted.py", "tests/reliability/test_disk_fault.py",
     "tests/test_export.py", "tests/reliability/test_load.py", "tests/test_fitted_model.py",
     "tests/reliability/test_cluster_fault.py", "tests/test_api.py", "tests/test_workers.py",
     "tests/reliability/test_leakage.py", "tests/test_kept_models.py",

@@ -631,27 +631,3 @@ def test_smoke_sela_run_resumes_its_tree(smoke: Path, tmp_path: Path) -> None:
     debug = rows[rows.operator == "debug"]
     assert len(debug) >= 1 and set(debug.parent_id) <= set(rollouts.node_id)
     assert len(RunStore.open(copy).manifest()["starts"]) == 2
-
-
-def test_edit_blocks_apply_to_the_parent_or_say_why_not() -> None:
-    from benchmarks.edits import apply_edits, table, usable
-
-    parent = ("PARAMS = {'n': 1}\n\n\ndef fit_predict(X, y, X_valid, X_test):\n"
-              "    X, X_valid, X_test = prepare(X, X_valid, X_test)  \n"
-              "    return X_valid, X_test\n")
-    reply = ("Add a ratio.\n<<<<<<< SEARCH\n    X, X_valid, X_test = prepare(X, X_valid, X_test)"
-             "\n    return X_valid, X_test\n=======\n    X['r'] = X['a'] / X['b']\n"
-             "    X, X_valid, X_test = prepare(X, X_valid, X_test)\n    return X_valid, X_test\n"
-             ">>>>>>> REPLACE\n")
-    code, problem = apply_edits(parent, reply)  # the trailing spaces differ: still found
-    assert problem == "" and "X['r'] = X['a'] / X['b']" in code and usable(code, parent) == ""
-    assert apply_edits(parent, "no blocks here")[1] == "no edit block"
-    missing = reply.replace("X, X_valid, X_test = prepare", "X = prep", 1)
-    assert apply_edits(parent, missing)[1] == "block 1: search text not in the code"
-    assert usable(parent, parent) == "unchanged"
-    assert usable("def f(:\n", parent).startswith("SyntaxError")
-    rows = [{"arm": "whole", "tokens": 300, "seconds": 20.0, "usable": True, "runs": True},
-            {"arm": "edit", "tokens": 100, "seconds": 5.0, "usable": True, "runs": False}]
-    text = table(rows)
-    assert "| whole | 1 | 300 | 20.0 | 15.0 | 1/1 | 1/1 |" in text
-    assert "| edit | 1 | 100 | 5.0 | 20.0 | 1/1 | 0/1 |" in text

@@ -18,8 +18,9 @@ from engine.evaluation.scoring import read_submission
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from operators.context import TaskContext
 from operators.harness import assemble
-from operators.models import model_code
+from operators.models import TRIAL_SEED, model_code, seeded
 from sandbox import Limits, run_script
+from search.families import FAMILIES
 from search.programs import GATE_SEEDS, Gate, judge
 
 HELPS = 'def add_features(df):\n    df["ab"] = df["a"] * df["b"]\n    return df\n'
@@ -91,7 +92,8 @@ def test_the_gate_compares_fresh_pairs_not_the_references_stored_luck(
     gate, _ = program_gate(task, folds, truth, ("ab",), result.gate_csv)
     assert gate.kept and gate.pairs == 2 and len(gate.gains) == 3, gate
     assert all(g > 0 for g in gate.gains)
-    # gate_test: each pair's test predictions per fold (what benchmarks.program_pairs reads)
+    # gate_test: each pair's test predictions per fold (for a study that judges a gate by
+    # the test rows)
     (workdir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     test_blocks = pd.read_csv(workdir / "submission" / "gate_test.csv")
     assert sorted(test_blocks["block"].unique()) == [0, 1, 2, 3]
@@ -147,3 +149,13 @@ def test_the_gates_gains_are_stored_as_the_rule_counted_them(task: PreparedTask)
     gate, _ = program_gate(task, folds, truth, ("ab",), pair.getvalue().encode())
     assert gate.kept and gate.mean_gain == pytest.approx(2e-7, rel=1e-3), gate
     assert f"mean gain {gate.mean_gain:+.4g}" in gate.reason
+
+
+def test_every_seeded_family_spells_its_seed_as_the_gate_replaces_it() -> None:
+    """`gate_part` reseeds a configuration by rewriting `random_state=0`: a family whose code
+    spelled its seed otherwise would fit the same model on every gate seed and show its own
+    seed's luck as the program's gain."""
+    families = [family for family in FAMILIES if seeded(CTX, family)]
+    assert families == ["lgbm", "extra_trees", "random_forest", "hist_gb"]
+    for family in families:
+        assert model_code(CTX, family, {}).count(TRIAL_SEED) == 1, family
