@@ -315,7 +315,7 @@ def still_recalled(requeue: list[Proposal], cases: tuple[Case, ...]) -> list[Pro
     this start no longer retrieves (the memory gained nearer ones since) has no code to show."""
     ids = {c.case_id for c in cases}
     return [p for p in requeue
-            if p.operator not in (Operator.RECALL, Operator.CASE) or p.idea in ids]
+            if not p.operator.traits.from_case or p.idea in ids]
 
 
 def remember_run(config: RunConfig, store: RunStore, task: PreparedTask, journal: Journal,

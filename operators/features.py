@@ -1,15 +1,12 @@
-"""Feature programs as text: the checks a program passes before it runs, and the code that
+"""Feature programs as text: the repairs a reply gets before it is checked, and the code that
 applies a chain of kept programs to every frame before the engine's model sees it.
 
 A program is one function, `add_features(df) -> df`, written by the LLM: it gets the feature
 columns of some rows (never the target) and returns them with a few columns added or retyped,
 each from the row's own values. Two kinds of check stand between it and a kept feature set:
 
-- here, on its text, before it costs a run: it parses; it imports only numpy, pandas, math, re
-  and datetime; it names no file, module or interpreter internals (`open`, `read_csv`, `os`,
-  `__class__`, ...), so that it cannot read the training labels, the test rows or a label file
-  even inside a process that holds them; it names only columns the rows have or it creates;
-  it never names the target.
+- on its text, before it costs a run (`operators.feature_checks`): it imports, calls and
+  names only what computes from the rows it is given, and never the target.
 - in the sandbox, on the rows, before any model is fitted (`check_program` in the script): it
   returns a DataFrame with every row in order, adds, changes or drops a column, floods no
   column with missing values, and computes each row from that row alone (the rows in two halves
@@ -27,21 +24,11 @@ import re
 import textwrap
 from collections.abc import Callable, Sequence
 
+from operators.feature_checks import FUNCTION, assigned_columns, read_columns, subscript_names
+from operators.feature_checks import check_program as check_program  # re-exported
+from operators.feature_checks import columns_read as columns_read  # re-exported
 from search.programs import REJECTED
 
-FUNCTION = "add_features"
-ALLOWED_IMPORTS = frozenset({"numpy", "pandas", "math", "re", "datetime"})
-_FORBIDDEN_NAMES = frozenset({
-    "open", "eval", "exec", "compile", "__import__", "globals", "locals", "vars", "getattr",
-    "setattr", "delattr", "input", "breakpoint", "exit", "quit", "memoryview", "help", "os",
-    "sys", "subprocess", "pathlib", "Path", "io", "glob", "shutil", "pickle", "importlib",
-})
-# pandas / numpy calls that read or write files (to_numeric, to_datetime, to_timedelta: fine)
-_FILE_ATTRIBUTES = re.compile(
-    r"^(read_\w+|to_(csv|pickle|parquet|json|excel|sql|hdf|feather|stata|html|latex|xml|"
-    r"markdown|clipboard|orc)|load\w*|save\w*|open\w*|genfromtxt|fromfile|fromregex|"
-    r"tofile|memmap|HDFStore|ExcelFile|ExcelWriter|DataSource|io|lib|ctypeslib|f2py|"
-    r"distutils|testing|system|popen)$")
 MAX_COLUMNS = 10  # a program adds a few columns; more is a sign of a loop over every column
 # Share of rows a new column may leave missing (NaN, or inf turned NaN): a ratio whose
 # divisor is 0 on half the rows (concrete's ash) still tells the model about the other half.
@@ -121,7 +108,7 @@ def computations(source: str) -> dict[str, str]:
     for statement in function.body if function is not None else []:
         if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
                 and isinstance(statement.targets[0], ast.Subscript)):
-            names = _subscript_names(statement.targets[0])
+            names = subscript_names(statement.targets[0])
             if len(names) == 1:
                 out[names[0]] = ast.unparse(statement.value)
     return out
@@ -140,7 +127,7 @@ def without_columns(source: str, columns: Sequence[str]) -> str:
     source as it is when it does not parse or writes none of them."""
     def writes_them(statement: ast.stmt) -> bool:
         targets = statement.targets if isinstance(statement, ast.Assign) else []
-        names = _subscript_names(targets[0]) if len(targets) == 1 and isinstance(
+        names = subscript_names(targets[0]) if len(targets) == 1 and isinstance(
             targets[0], ast.Subscript) else []
         return bool(names) and set(names) <= set(columns)
 
@@ -161,7 +148,7 @@ def without_text_arithmetic(source: str, text_columns: Sequence[str]) -> tuple[s
                 and node.func.attr == "astype":
             node = node.func.value
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
-            names = [n for n in _subscript_names(node) if n in text]
+            names = [n for n in subscript_names(node) if n in text]
             return names[0] if names else None
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):  # joined labels
             return "" if textual(node.left) is not None and textual(node.right) is not None \
@@ -253,9 +240,8 @@ def _column_named(name: str, by_spelling: dict[str, str]) -> str | None:
 def with_column_names(source: str, columns: Sequence[str]) -> str:
     """The program with each column it reads spelled as the rows spell it, where the two
     differ only in case, spaces or punctuation (a small model writes `fixed_acidity` for
-    `fixed acidity`: four refusals in one 5-minute run), or where the program's name is the
-    start of one column's name alone (`volatile_acid`: 15 of 25 wine programs refused in one
-    10-minute run). Other names are left for the checks."""
+    `fixed acidity`), or where the program's name is the start of one column's name alone
+    (`volatile_acid` for `volatile acidity`). Other names are left for the checks."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -263,104 +249,12 @@ def with_column_names(source: str, columns: Sequence[str]) -> str:
     known = set(columns) | assigned_columns(tree)
     by_spelling = {_spelling(c): c for c in columns}
     meant = {name: _column_named(name, by_spelling)
-             for node in ast.walk(tree) for name in _read_columns(node) if name not in known}
+             for node in ast.walk(tree) for name in read_columns(node) if name not in known}
     for name in sorted(meant, key=len, reverse=True):
         right = meant[name]
         if right is not None:
             source = source.replace(repr(name), repr(right)).replace(f'"{name}"', repr(right))
     return source
-
-
-def check_program(source: str, columns: Sequence[str], target: str) -> str:
-    """Why the program text is refused, in one line ("" when it passes)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        return f"it does not parse: {exc.msg} (line {exc.lineno})"
-    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
-    if not any(f.name == FUNCTION for f in functions):
-        return f"it defines no {FUNCTION}(df) function"
-    for statement in tree.body:
-        if not isinstance(statement, ast.Import | ast.ImportFrom | ast.FunctionDef) and not (
-                isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)):
-            return ("only imports and functions may sit at the top level "
-                    f"(line {statement.lineno})")
-    assigned = assigned_columns(tree)
-    known = set(columns) | assigned
-    for node in ast.walk(tree):
-        problem = _refused(node, target)
-        if problem:
-            return problem
-        for name in _read_columns(node):
-            if name == target:
-                return f"it reads the target column {target!r}, which a program never gets"
-            if name not in known:
-                return f"it names a column {name!r} that the rows do not have"
-    if target in assigned:
-        return f"it writes the target column {target!r}"
-    return ""
-
-
-def _refused(node: ast.AST, target: str) -> str:
-    if isinstance(node, ast.Import | ast.ImportFrom):
-        modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                   else [node.module or ""])
-        for module in modules:
-            if module.split(".")[0] not in ALLOWED_IMPORTS:
-                return (f"it imports {module!r}; a program may import only "
-                        f"{', '.join(sorted(ALLOWED_IMPORTS))}")
-    if isinstance(node, ast.Name) and (node.id in _FORBIDDEN_NAMES or node.id.startswith("__")):
-        return f"it uses {node.id!r}: a program computes from the rows it is given, nothing else"
-    if isinstance(node, ast.Attribute):
-        if node.attr.startswith("_"):
-            return f"it uses the private attribute {node.attr!r}"
-        if _FILE_ATTRIBUTES.match(node.attr):
-            return f"it uses {node.attr!r}, which reaches files or code beyond the rows"
-    if isinstance(node, ast.Constant) and node.value == target and isinstance(node.value, str):
-        return f"it names the target column {target!r}, which a program never gets"
-    return ""
-
-
-def _subscript_names(node: ast.Subscript) -> list[str]:
-    index = node.slice
-    items = index.elts if isinstance(index, ast.List | ast.Tuple) else [index]
-    return [i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)]
-
-
-def assigned_columns(tree: ast.AST) -> set[str]:
-    """Columns the program creates: `df['new'] = ...`, `df.assign(new=...)`,
-    `df.rename(columns={...: 'new'})` (their names may be read afterwards)."""
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
-            out.update(_subscript_names(node))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            out.update(k.arg for k in node.keywords if node.func.attr == "assign" and k.arg)
-            for keyword in node.keywords:
-                if keyword.arg == "columns" and isinstance(keyword.value, ast.Dict):
-                    out.update(v.value for v in keyword.value.values
-                               if isinstance(v, ast.Constant) and isinstance(v.value, str))
-    return out
-
-
-def columns_read(source: str) -> set[str]:
-    """The columns a program reads (`df["a"]`, `df[["a", "b"]]`); none when it does not
-    parse."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
-    return {name for node in ast.walk(tree) for name in _read_columns(node)}
-
-
-def _read_columns(node: ast.AST) -> list[str]:
-    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
-        value = node.value
-        # df["a"], df[["a", "b"]], df.loc[:, "a"] read columns; a string index of anything
-        # else (a dict, a regex match) is not a column
-        if isinstance(value, ast.Name):
-            return _subscript_names(node)
-    return []
 
 
 # Applies the chain; a member of an ensemble runs this in its own namespace, with np and pd.

@@ -42,7 +42,7 @@ import optuna
 from search.families import FAMILIES, PORTFOLIO, Dimension
 from search.journal import Journal
 from search.node import Node, Operator, Status
-from search.policy import InFlightKey, Proposal
+from search.policy import InFlightKey, Proposal, in_flight_of
 from search.programs import best_feature_set, is_kept, program_temperature
 
 # The baseline root's configuration as a point of the lgbm space (LightGBM's defaults; its
@@ -248,8 +248,7 @@ class Floor:
     def _trial(self, journal: Journal, in_flight: Mapping[InFlightKey, int]) -> Proposal:
         ranked = self._ranked(journal)
         # Counted from the Journal and the work in flight, so a resumed run keeps the rhythm.
-        trials = len(journal.nodes_of(Operator.TUNE)) + sum(
-            count for (operator, _), count in in_flight.items() if operator is Operator.TUNE)
+        trials = len(journal.nodes_of(Operator.TUNE)) + in_flight_of(in_flight, Operator.TUNE)
         key = ranked[1] if trials % 3 == 2 and len(ranked) > 1 else ranked[0]
         trial = self._study(key).ask(self._spaces[key])
         params = tuple(sorted(trial.params.items()))

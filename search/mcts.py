@@ -105,7 +105,7 @@ class _Index:
                 self.ok_metrics.append(node.metric)
             if p == ROOT and node.operator.traits.scored:
                 self.drafts += 1
-                self.recalls += node.operator is Operator.RECALL
+                self.recalls += node.operator.traits.draft and node.operator.traits.from_case
             if node.operator.traits.repairs and p != ROOT:
                 self.debug_children[p] += 1
                 self.debug_depth[i] = self.debug_depth[p] + 1
@@ -183,7 +183,7 @@ class _Tree:
         self.n_children[p] += 1
         if p == ROOT and operator.traits.draft:
             self.drafts += 1
-            self.recalls += operator is Operator.RECALL
+            self.recalls += operator.traits.from_case
         if operator.traits.repairs and p != ROOT:
             self.debug_children[p] += 1
             self.debug_in_flight[p] += 1

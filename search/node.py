@@ -84,6 +84,9 @@ class OperatorTraits:
     # may tune it around its own PARAMS.
     tunable: bool = False
     run_once: bool = False  # the floor runs each of its proposals once per run
+    # Its proposal's idea is a retrieved case's id: its code is that case's, run as stored or
+    # adapted by the LLM (engine/memory.py).
+    from_case: bool = False
     # The LLM wrote a feature program, not model code: the engine runs it with a configuration
     # of its own and gates it (search/programs.py); a failed one is never handed to a debug step.
     program: bool = False
@@ -116,8 +119,9 @@ TRAITS: dict[Operator, OperatorTraits] = {
                                        hint_form=HintForm.CONFIGURATION),
     Operator.TUNE: OperatorTraits(engine_written=True, configured=True,
                                   hint_form=HintForm.CONFIGURATION),
-    Operator.RECALL: OperatorTraits(draft=True, tunable=True),
-    Operator.CASE: OperatorTraits(engine_written=True, tunable=True, run_once=True),
+    Operator.RECALL: OperatorTraits(draft=True, tunable=True, from_case=True),
+    Operator.CASE: OperatorTraits(engine_written=True, tunable=True, run_once=True,
+                                  from_case=True),
     # Its configuration (hint) is the reference node's: name = that node's id.
     Operator.FEATURES: OperatorTraits(configured=True, program=True,
                                       hint_form=HintForm.CONFIGURATION),

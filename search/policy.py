@@ -19,6 +19,11 @@ from search.node import HintForm, Node, Operator
 InFlightKey = tuple[Operator, str | None]
 
 
+def in_flight_of(in_flight: Mapping[InFlightKey, int], operator: Operator) -> int:
+    """How many proposals of `operator` are in flight, over every parent."""
+    return sum(count for (op, _), count in in_flight.items() if op is operator)
+
+
 @dataclass(frozen=True, slots=True)
 class Proposal:
     """One expansion a policy asks for. What it asks is typed, one field per kind of request;

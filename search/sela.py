@@ -39,7 +39,7 @@ from itertools import islice
 
 from common.metric import normalised_score
 from search.journal import Journal
-from search.node import Node, Operator, Status
+from search.node import HintForm, Node, Operator, Status
 from search.policy import InFlightKey, Proposal, register
 
 Path = tuple[int, ...]
@@ -144,10 +144,11 @@ class RolloutIndex:
             self.seen += 1
             if node.status in _GONE:
                 continue
-            if node.operator is Operator.INSIGHTS and node.hint in self.attempts:
+            form = node.operator.traits.hint_form
+            if form is HintForm.STAGE and node.hint in self.attempts:  # a stage's insights
                 self.attempts[node.hint].append(node)
                 continue
-            if node.operator is Operator.SELA:
+            if form is HintForm.PATH:  # a rollout of a path of insights
                 path = Proposal.of(node).path
                 self.chains[node.node_id] = _Chain(path)
                 root = node.node_id

@@ -26,7 +26,7 @@ from engine.records.runs import StoredRun, open_run
 from engine.records.summary import FILES, busy_shares, cost, worker_spans
 from fileio import replacing_dir, write_atomic
 from search.journal import Journal
-from search.node import Node, Operator, Status
+from search.node import Node, Status
 
 GOOD_K = 5
 # A node's code in tree.html is cut after this many characters: a 10k-node tree must still open.
@@ -142,7 +142,7 @@ def _tree_data(run: StoredRun) -> dict[str, Any]:
             "reflection": row.get("reflection") or "",
             # An analysis node's result is what it printed (the findings came from it).
             "stdout": _clip(row["stdout_tail"], HTML_TAIL_CHARS)
-            if row["operator"] == Operator.ANALYZE.value else "",
+            if node.operator.traits.informs else "",
         })
     return {
         "run_id": store.run_id,

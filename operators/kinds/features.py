@@ -18,12 +18,9 @@ from collections.abc import Sequence
 
 from common.chat import ChatPrompt
 from operators.context import TaskContext
+from operators.feature_checks import FUNCTION, assigned_columns, check_program, columns_read
 from operators.features import (
-    FUNCTION,
-    assigned_columns,
     body_statements,
-    check_program,
-    columns_read,
     completed,
     computations,
     does_something,
@@ -44,25 +41,16 @@ from search.node import Operator, Status
 from search.policy import Proposal
 from search.programs import GATE_SEEDS, REJECTED, gate_of
 
-# Asked for one column, the model writes two or three: 63 % of the one-call replies of issue
-# 42's two-fold runs (benchmarks/results/llm-gain-2026-11-29c) stopped at the former cap of 64
-# tokens. After the given start the first column's statement ends by token 24 (median), by 48
-# in 98 % of replies. Ten of those runs' prompts replayed on one machine took a median of
-# 18.7 s at 64 tokens and 14.8 s at 48 (benchmarks/results/llm-gain-2026-11-29d). Since
-# the reply now ends at its first statement (STOP), the cap only bounds a long one.
+# The reply ends at its first statement (STOP), which ends by token 48 in 98 % of replies: the
+# cap only bounds a long one. Measured: benchmarks/results/llm-gain-2026-11-29c and -29d.
 MAX_TOKENS = 48
-# The reply ends after its first statement: at the closing fence, or where a second statement,
-# a comment or the return would begin. The model wrote a comment before most statements (115
-# of 181 replies of the sixth and seventh measurements began with one) and two or three
-# columns where the prompt asks for one: tokens the engine paid for and mostly threw away.
-# Each is matched in what the model writes on from the start below (`reply_start`); a backend
-# that writes the whole reply sends none of them (common.chat.ChatPrompt.stop).
+# The reply ends after its first statement (the model adds comments and extra columns the engine
+# throws away; measured: benchmarks/results/llm-gain-2026-11-29c and -29d). Matched after
+# `reply_start`; a backend that writes the whole reply sends none (common.chat.ChatPrompt.stop).
 STOP = ["\n```\n", "\n    df", "\n    #", "\n    return"]
-# The reply begins with the fence and the function's first line, written for the model (it
-# spent 10 to 30 tokens a program on them and on import lines the prompt said not to write),
-# then the statements of the kept programs it builds on, then `    df`: the model continues a
-# statement on the frame. 45 of the 89 replies on a kept chain in those measurements began by
-# computing a kept column again; written for it, they need not be.
+# The reply begins, written for the model, with the fence, the function's first line and the
+# kept programs' statements, then `    df`: it spends no tokens on them nor recomputes a kept
+# column (measured: the same folders).
 REPLY_HEAD = f"```python\ndef {FUNCTION}(df):\n"
 NEXT_STATEMENT = "    df"
 TRIED_SHOWN = 8  # the prompt lists the latest 8 to 16 programs tried, with their outcome
@@ -104,8 +92,7 @@ def _tried(journal: Journal) -> str:
     not repeat (a repetition is marked `again`, so it is plain to the model). The list only
     grows at its end, and drops its oldest lines TRIED_SHOWN at a time: each prompt then
     shares all but its last lines with the one before, which llama.cpp's prefix cache does
-    not read again (a window sliding by one line made every later prompt read the whole list
-    again: about 1,000 changed characters a prompt in README command 1's run at d830422)."""
+    not read again (a window sliding by one line would change every later prompt)."""
     lines: list[str] = []
     seen: set[str] = set()
     programs = [n for n in journal.nodes_of(Operator.FEATURES) if n.status is not Status.LOST]
@@ -135,9 +122,8 @@ def _tried(journal: Journal) -> str:
 def _reliance(journal: Journal, columns: Sequence[str]) -> str:
     """What the model of the latest scored program relied on most, among the `columns` a
     program proposed now gets: the columns that carry the signal. A column of a program not
-    kept is left out: named as the one most relied on, it was written again and again
-    (`age / water` three more times in a concrete run at `be1c5a3`, its column's share 0.17
-    the first of the line)."""
+    kept is left out: named as the one most relied on, the model wrote it again and again
+    (measured: benchmarks/results/llm-gain-2026-12-01)."""
     for node in reversed(sorted(journal.nodes_of(Operator.FEATURES), key=lambda n: n.step)):
         shares = reported_importances(node.stdout_tail)
         if shares:
@@ -150,8 +136,8 @@ def _reliance(journal: Journal, columns: Sequence[str]) -> str:
 
 def _unread(journal: Journal, columns: Sequence[str]) -> str:
     """The columns no program of the run has read yet: where a new program may look. A 1.5B
-    model told what not to repeat repeats it (at `be1c5a3`, 6 of a penguins run's 8 refusals
-    computed again what was scored and not kept); told where to look, it has somewhere to go."""
+    model told what not to repeat repeats it; told where to look, it has somewhere to go
+    (measured: benchmarks/results/llm-gain-2026-12-01)."""
     read: set[str] = set()
     for node in journal.nodes_of(Operator.FEATURES):
         read |= columns_read(own_program(node.code) or completed(program_source(node.reply)))
@@ -188,15 +174,10 @@ def program_computations(code: str) -> dict[str, str]:
 
 def scored_computations(journal: Journal, parent_id: str | None) -> set[str]:
     """What the programs proposed on `parent_id` computed and were scored for there, kept or
-    not. A program that only computes them again, under any name, is refused on its text:
-    in README command 1 (`1bd9a76`) the model wrote two columns 7 times in 12 programs, each
-    run and scored again but one (an identical duplicate), and a column paired again and
-    again passes the keep rule sooner or later by chance (penguins' fold 1 in the eighth
-    measurement kept on its second pairing a pair of columns not kept on its first). Kept
-    ones count too: in the tenth measurement penguins kept one ratio twice on one set, the
-    second written while the first was being scored. Names alone say too little: the model
-    names most of its columns alike (`strength_ratio` for 8 different computations in one
-    concrete run)."""
+    not. A program that only computes them again, under any name (the model names most
+    columns alike), is refused on its text: a computation scored again and again passes the
+    keep rule sooner or later by chance (measured: benchmarks/results/llm-gain-2026-11-29e and
+    llm-gain-2026-12-01b)."""
     return _computed_by([node.code for node in journal.nodes_of(Operator.FEATURES)
                          if node.parent_id == parent_id and gate_of(node) is not None])
 
@@ -248,11 +229,9 @@ def reply_start(journal: Journal, parent_id: str | None) -> str:
 @register
 class Features(FloorKind):
     operator = Operator.FEATURES
-    # A refused program is not asked for again: the next program's prompt lists the refusal.
-    # In 18 ten-minute runs of issue 42 (benchmarks/results/llm-gain-2026-11-29 and -29c), 99
-    # of 414 programs were asked for again; 68 were refused once more and none of the 31 that
-    # ran was kept (15 of the 271 first replies that ran were), at a median of 24.5 to 27.2
-    # LLM seconds against 13.1 for one reply.
+    # A refused program is not asked for again (the next prompt lists the refusal): re-asked
+    # ones were mostly refused again and never kept, at twice the LLM seconds. Measured:
+    # benchmarks/results/llm-gain-2026-11-29 and -29c.
     re_asks = False
 
     def prompt(self, ctx: TaskContext, proposal: Proposal, journal: Journal,
@@ -276,8 +255,7 @@ class Features(FloorKind):
         """The program, or why it is refused on its text: what the model wrote after the
         kept statements its reply was started with (a whole reply as written). Two kinds of
         statement are dropped from it: those that write a column its chain of kept programs
-        already adds (those stay as the kept programs made them; the model repeated kept
-        columns in 6 of one run's 15 programs when the prompt named only the last program's),
+        already adds (those stay as the kept programs made them; a small model repeats them),
         and those that do arithmetic on text, which would fail on the rows. A program left
         with nothing to add, whose rest names what a dropped statement made, or that only
         computes what was already scored on its feature set (kept or not) is refused here,
@@ -319,16 +297,15 @@ class Features(FloorKind):
     def repeats(self, code: str, siblings: Sequence[str]) -> str:
         """A program computing only what programs now being scored on its feature set compute:
         the scored-there rule of `read` for a reply that arrives while the first copy is still
-        being scored (in the tenth measurement penguins kept one ratio twice on one set, the
-        second written while the first was being scored)."""
+        being scored (measured: benchmarks/results/llm-gain-2026-12-01b)."""
         return _only_repeats(list(program_computations(code).values()), _computed_by(siblings),
                              "a program now being scored on this feature set computes")
 
     def steered(self, prompt: ChatPrompt, siblings: Sequence[str]) -> ChatPrompt:
         """A program scored and not kept is in the prompt's computations tried; one still
-        being scored when the LLM is asked is not yet in the journal, so it is added here:
-        the model writes its next program while the last is scored, and the twelfth
-        measurement's first runs wrote 3 of their 22 programs again that way (`a2ce88f`)."""
+        being scored when the LLM is asked is not yet in the journal, so it is added here: the
+        model writes its next program while the last is scored (measured:
+        benchmarks/results/llm-gain-2026-12-02)."""
         running = _computed_by(siblings)
         if not running - set(prompt.never_computations):
             return prompt
