@@ -13,19 +13,11 @@ they would refuse, each an LLM call counted against `--llm-patience`):
 - `WriteGuard`: the column a statement assigns may not be one the set's kept programs add
   (ChatPrompt.kept_names): the checks drop such a statement.
 
-Why: on concrete, 7 of a run's 10 programs read the target `strength` (and named a column
-after it) at `4560f8f`, each refused, though the prompt names the target and says a program
-never gets it; moneyball's runs refused 7 such in one run. In the eleventh measurement's 14
-LLM runs (benchmarks/results/llm-gain-2026-12-01c), 43 of 149 programs were refused as
-repeats of a computation already scored on their feature set, most of them a ratio,
-difference, sum or product of two columns (moneyball's fold 1 wrote `SLG / OBP` five times in
-12 programs), and 5 for a column the rows do not have. Masking only the repeated column's
-whole name, the model wrote its first letters and then another name (`SLG / OBG`): so a read
-column is held to the names the rows have from its first letter. In the twelfth
-measurement's first runs (`2ac7ee0`), penguins' fold 0 had 7 of 26 programs refused for
-assigning a kept program's column again, credit-g's fold 0 3 of 11 for arithmetic on a text
-column, and concrete wrote a column divided by itself. Pure: the backend gives it the model's
-vocabulary, each token as text.
+Why: a small model reads the target though told not to, repeats computations already scored,
+writes kept columns again and does arithmetic on text, each a refused reply; masked only as
+whole names, it wrote a near name (`SLG / OBG`), so a read column is held to the rows' names
+from its first letter. Measured: benchmarks/results/llm-gain-2026-12-01, -12-01c and -12-02.
+Pure: the backend gives it the model's vocabulary, each token as text.
 """
 
 from __future__ import annotations
@@ -40,8 +32,7 @@ _OPEN_NAME = re.compile(r"""\[\s*(['"]?)([^'"\n]*)$""")
 _QUOTE = re.compile(r"""['"]""")
 # A computation of two columns as Python writes it (`operators.features.computations`):
 # `df['a'] / df['b']`, with the second guarded, `df['a'] / (df['b'] + 1e-09)`, or the guard
-# misplaced, `df['a'] / df['b'] + 1e-09` (concrete's twelfth-measurement run scored both
-# `ash / water` forms, at the same gain).
+# misplaced, `df['a'] / df['b'] + 1e-09` (both forms score alike: one computation).
 _TWO_COLUMNS = re.compile(r"""df\[(['"])(?P<first>.+?)\1\] (?P<op>[-+*/]) """
                           r"""(?:\(df\[(['"])(?P<guarded>.+?)\4\] \+ [0-9.e-]+\)"""
                           r"""|df\[(['"])(?P<second>.+?)\6\](?: \+ [0-9.e-]+)?)""")

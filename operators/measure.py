@@ -21,10 +21,8 @@ It prints one line, `MARK` + JSON, after the submission is written; `split_measu
 removes it from the node's stdout. A whole-script reply has no harness, so no line: its
 measurements are None. Measurements are wall-clock seconds on a shared machine: expect noise
 of tens of percent, and more when the LLM shares the cores. The hook is one Python call per
-function call of the candidate, about 0.2 microseconds: measured +0.7 % CPU time on a LightGBM +
-random forest + logistic regression fit on 20k rows with a pandas `apply` (3.89 s against
-3.92 s, medians of 5), but 5x on a pure-Python loop of a million tiny calls (0.05 s against
-0.27 s), so `train_seconds` of call-heavy Python code is inflated. The hook is removed before
+function call of the candidate: under 1 % on library fits, but 5x on a pure-Python loop of tiny
+calls, so `train_seconds` of call-heavy Python code is inflated. The hook is removed before
 the submission is written.
 """
 

@@ -203,10 +203,8 @@ def model_classes(code: str) -> frozenset[str]:
 
 def replaced_model(case_code: str, code: str) -> str:
     """The case's model classes that `code`, a recall reply, no longer calls ("" when it
-    calls them all). Of 12 recall replies of the 1.5B model
-    (benchmarks/results/memory-2026-11-26b), 5 replaced the case's model although asked to
-    keep it: one of those did not run, one scored AUC 0.56 against the baseline root's 0.77
-    (the case, an extra-trees model, scored 0.81 on that task at the other seed)."""
+    calls them all): a small model replaces the case's model although asked to keep it, and
+    scores worse (measured: benchmarks/results/memory-2026-11-26b)."""
     lost = sorted(model_classes(case_code) - model_classes(code))
     if not lost:
         return ""

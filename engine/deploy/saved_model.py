@@ -161,11 +161,9 @@ def fit_answer(task: PreparedTask, node_id: str, code: str, folds: Folds | None,
     return FittedAnswer(record, states, tests)
 
 
-# A compose run hands its answer back as one file, which the engine reads up to the sandbox's
-# SUBMISSION_CAP. An answer's model of a fold holds its members' kept models of that fold, and
-# pickled together they take about what they took apart: a run gets as many folds as keep
-# their kept models under this share of the cap (README command 1 on concrete, an ensemble of
-# six members: 236.5 MiB for five folds, so one run's answer was cut and fitted again, 69 s).
+# A compose run's answer is one file, read up to the sandbox's SUBMISSION_CAP: a run gets as many
+# folds as keep their kept models under this share of it. Measured:
+# benchmarks/results/budget-end-2026-11-27.
 COMPOSE_SHARE_OF_CAP = 0.9
 
 

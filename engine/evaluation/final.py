@@ -45,21 +45,13 @@ from sandbox import Limits
 from search.journal import Journal
 from search.node import Node
 
-# Saving the answer's model fits each of its training sets again and replays each once to
-# check the state: measured at 1.3 times the seconds its scoring runs took (concrete, an
-# ensemble of five members: 34.4 s and 26.7 s against 46.8 s) and 2.8 times (california
-# housing, two members on 13,000 rows, beside other work: 86.7 s and 61.4 s against 52.4 s).
-# With the fits on two executors the estimate said 132 s there and the closing took 131 s.
-# An engine-written answer (a fitted make_model()) is no longer replayed, so this share now
-# over-reserves for it; not measured again yet, it stays as measured for a replayed answer.
+# Saving the answer's model fits each training set again and replays each once: measured 1.3 to
+# 2.8 times its scoring runs' seconds (it over-reserves for an engine-written, unreplayed answer).
 SAVE_SHARE = 2.0
 # The answer's work after the search never takes more of the budget than this share.
 MAX_CLOSING_SHARE = 0.5
-# Putting the answer's saved model together from the fold models its scoring kept: a sandbox
-# start and the imports (concrete, 5 folds: 2.1 s for one LightGBM node, 2.7 s for an ensemble
-# of two) and the selection around it (the whole closing took 11 s with a 6 s compose), then
-# per kept model its pickle read and written (about 35 ms a MiB, california housing's
-# 2000-tree LightGBM) and its predictions of the test rows.
+# Putting the answer's model together from its kept fold models: a sandbox start and imports,
+# then about 35 ms a MiB of pickle. Measured: benchmarks/results/budget-end-2026-11-27.
 COMPOSE_SECONDS = 8.0
 COMPOSE_SECONDS_PER_MB = 0.04
 

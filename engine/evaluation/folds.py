@@ -10,14 +10,9 @@ that never saw its label, and the answer has learned from every dev row.
 
 How many folds (`fold_count`, `--folds` overrides): 5 up to 20,000 dev rows; above that the
 holdout, one fold: learn from train, predict valid, as a search without folds does (the answer
-is then refitted on every dev row). A candidate costs k fits plus k process starts (about 1.2 s
-each here). Measured on 2 cores, one executor, the floor alone, 3 minutes
-(benchmarks/results/folds-2026-11-25/): on diamonds (43,152 dev rows) the holdout ran 59
-nodes and its answer tested 519 RMSE, 3 folds 20 nodes and 526, 5 folds 17 and 524; on
-california-housing (16,512) 78, 52 and 35 nodes tested 42,883, 43,274 and 43,028. So 3 folds,
-once the rule from 20,000 to 100,000 rows, is gone: where a fit is slow, more candidates beat
-a steadier score. Nor do more folds pay on small data: 8 (AutoGluon's count) against 5 on the
-lite suite, 5 minutes, tested worse on 5 of 6 tasks with 13 to 27 % fewer nodes (same folder).
+is then refitted on every dev row). A candidate costs k fits plus k process starts: where a fit
+is slow, more candidates beat a steadier score, and 8 folds tested no better than 5 on small
+data. Measured: benchmarks/results/folds-2026-11-25.
 """
 
 from __future__ import annotations
