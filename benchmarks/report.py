@@ -31,7 +31,8 @@ from typing import Any
 
 import pandas as pd
 
-from benchmarks.gain import llm_gains, run_interval
+from benchmarks.gain import Gain, llm_gains, run_interval
+from benchmarks.program_arms import ARMS
 from benchmarks.run import FLOOR
 from benchmarks.stats import mean, rounded, same, sd
 from benchmarks.table import whole
@@ -382,7 +383,37 @@ def gain_section(rows: pd.DataFrame, res: Results) -> list[str]:
                      "interval over its test rows)"
                      + (f"; on {unknown} one fold and no interval tell nothing." if unknown
                         else "."))
-    return lines + runs_section(rows, res)
+    return lines + ceiling_section(gains) + runs_section(rows, res)
+
+
+def ceiling_share(llm: Gain, expert: Gain) -> float | None:
+    """The LLM's gain over the floor as a share of the expert arm's, None unless the expert
+    arm is ahead of the floor by the mean."""
+    return llm.mean / expert.mean if expert.mean > 0 else None
+
+
+def ceiling_section(gains: list[Gain]) -> list[str]:
+    """Per task, each LLM search's gain read against the expert arm's (the ceiling a gate that
+    keeps good programs allows); nothing without the expert arm."""
+    experts = {g.task: g for g in gains if g.method == "expert"}
+    llms = [g for g in gains if g.method not in ARMS and g.task in experts]
+    if not llms:
+        return []
+    lines = ["", "### The LLM's gain against the ceiling", "",
+             "The expert arm is the same search fed hand-written programs known to help "
+             "(`benchmarks/program_arms.py`). Share: (LLM − floor) / (expert − floor), the "
+             "means over folds, where the expert arm is ahead of the floor; ± the sd over folds "
+             "of each difference.", ""]
+    body = []
+    for llm in llms:
+        expert = experts[llm.task]
+        share = ceiling_share(llm, expert)
+        body.append([llm.task, llm.method, _fmt(llm.without), _fmt(llm.with_llm),
+                     _fmt(expert.with_llm), f"{llm.mean:+.4g} ± {llm.spread:.2g}",
+                     f"{expert.mean:+.4g} ± {expert.spread:.2g}",
+                     "n/a (expert not ahead)" if share is None else f"{share:.0%}"])
+    return lines + _table(["task", "method", FLOOR, "with LLM", "expert", "LLM − floor",
+                           "expert − floor", "share of the ceiling"], body)
 
 
 def runs_section(rows: pd.DataFrame, res: Results) -> list[str]:

@@ -24,6 +24,11 @@ other searches is one more executor there, as `engine.run --llm none` does. Each
 also counts its feature programs (proposed, refused by the checks, failed, scored, kept), their
 median LLM seconds, and whether the answer trains on a kept one.
 
+`--program-arms expert,null` adds those methods: the same search with fixed feature programs
+as its LLM's replies (`benchmarks.program_arms`: hand-written expert programs, and null ones
+that add nothing a tree can use), with the floor arm's CPUs. The expert arm is the ceiling the
+report reads the LLM's gain against; the null arm's keeps are the gate's false keeps.
+
 Rows go to OUT/results.parquet (rewritten whole after each job, by rename), fold files to
 OUT/folds/<task>/fold<F>/, run directories to OUT/runs/<task>/fold<F>/<method>/seed<S>/. One OUT
 holds one protocol, fold count and split seed: a command that names others is refused. Rerunning
@@ -57,6 +62,7 @@ from actors.llm import NO_LLM
 from benchmarks.baselines import BASELINES
 from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import PROTOCOLS, Dataset, suite
+from benchmarks.program_arms import ARMS, arm_programs, scripted_replies
 from benchmarks.table import (
     RESULTS,
     add_row,
@@ -146,14 +152,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--floor-arm", action="store_true",
                    help=f"also run method {FLOOR!r}: the same engine search with --llm none "
                         "(the floor alone), for the report's LLM-gain table")
+    p.add_argument("--program-arms", default="",
+                   help=f"also run these methods ({', '.join(ARMS)}): the same search with "
+                        "fixed feature programs as the LLM's replies (benchmarks/program_arms.py)")
     return p
 
 
 def plan_jobs(datasets: list[Dataset], policies: list[str], baselines: list[str],
-              seeds: int, folds: int = 1, *, floor_arm: bool = False) -> list[Job]:
+              seeds: int, folds: int = 1, *, floor_arm: bool = False,
+              program_arms: tuple[str, ...] = ()) -> list[Job]:
     """Seed-major, then fold-major, so a stopped suite has every method's first seed and fold
-    before any second; the floor arm right after the searches it is paired with."""
-    searches = [*policies, *([FLOOR] if floor_arm else [])]
+    before any second; the program arms and the floor arm right after the searches they are
+    paired with."""
+    searches = [*policies, *program_arms, *([FLOOR] if floor_arm else [])]
     return [Job(d.name, m, kind, s, f) for s in range(seeds) for f in range(folds)
             for d in datasets for kind, methods in (("baseline", baselines), ("policy", searches))
             for m in methods]
@@ -287,16 +298,19 @@ def _run_baseline(job: Job, dataset: Dataset, settings: Settings, out: Path, dat
 
 def engine_argv(job: Job, dataset: Dataset, settings: Settings, folder: Path, data: Path,
                 test: Path | None) -> list[str]:
-    """The `engine.run` command line of one search."""
+    """The `engine.run` command line of one search (a program arm's replies: `arm_replies`)."""
     floor = job.method == FLOOR  # the default policy, never asked: no LLM
+    arm = job.method in ARMS  # greedy, asked only for feature programs
+    llm = (NO_LLM if floor else f"scripted:{arm_replies(folder)}" if arm else settings.llm)
     return ["--data", str(data), "--target", dataset.target,
             *(["--test", str(test)] if test is not None else []),
             "--metric", dataset.metric(settings.protocol),
-            *([] if floor else ["--policy", job.method]),
+            *([] if floor or arm else ["--policy", job.method]),
             "--seed", str(job.seed), "--split-seed", str(settings.split_seed),
-            "--budget", f"{settings.budget:g}s", "--llm", NO_LLM if floor else settings.llm,
-            # Both arms hold the same CPUs: the one the LLM actor takes is the floor's executor.
-            "--executors", str(settings.executors + (1 if floor else 0)),
+            "--budget", f"{settings.budget:g}s", "--llm", llm,
+            # Every arm holds the same CPUs: the one the LLM actor takes is the floor's
+            # executor, and a scripted LLM takes none.
+            "--executors", str(settings.executors + (1 if floor or arm else 0)),
             "--out", str(folder), "--quiet",
             # Saving the answer's model changes no score and would run past the budget; no
             # memory unless asked for (`--memory PATH` passes through): a benchmark must not
@@ -304,7 +318,12 @@ def engine_argv(job: Job, dataset: Dataset, settings: Settings, folder: Path, da
             "--no-save-model",
             *([] if any(a.split("=", 1)[0] == "--memory" for a in settings.engine_args)
               else ["--memory", "off"]),
-            *settings.engine_args]
+            *settings.engine_args, *(["--llm-writes", "features"] if arm else [])]
+
+
+def arm_replies(folder: Path) -> Path:
+    """Where a program arm's search finds its scripted replies."""
+    return folder / "replies.json"
 
 
 def _run_policy(job: Job, dataset: Dataset, settings: Settings, out: Path, data: Path,
@@ -312,6 +331,11 @@ def _run_policy(job: Job, dataset: Dataset, settings: Settings, out: Path, data:
     folder = job.folder(out)
     run_dir = finished_run(folder)
     if run_dir is None:
+        if job.method in ARMS:
+            columns = pd.read_csv(data, nrows=1000).drop(columns=dataset.target)
+            numeric = [str(c) for c in columns if pd.api.types.is_numeric_dtype(columns[c])]
+            folder.mkdir(parents=True, exist_ok=True)
+            scripted_replies(arm_programs(job.method, job.task, numeric), arm_replies(folder))
         before = _runs(folder)
         code = _engine(engine_argv(job, dataset, settings, folder, data, test), settings.address)
         if code != 0:
@@ -419,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
                             f"{', '.join(PROTOCOLS)}")
         if args.outer_folds < 1:
             raise UserError(f"bad --outer-folds {args.outer_folds}: it must be at least 1")
-        if not policies and not baselines and not args.floor_arm:
+        arms = tuple(_names(args.program_arms, list(ARMS), "program arm"))
+        if not policies and not baselines and not args.floor_arm and not arms:
             raise UserError("nothing to run: give --policies and/or --baselines")
         check_engine_args(extra, floor_arm=args.floor_arm)
         budget = parse_budget(args.budget)
@@ -430,8 +455,11 @@ def main(argv: list[str] | None = None) -> int:
             address=args.address, engine_args=tuple(extra), protocol=args.protocol,
             outer_folds=args.outer_folds,
         )
+        if "expert" in arms:
+            for dataset in datasets:
+                arm_programs("expert", dataset.name, ["any"])  # an error before any search
         jobs = plan_jobs(datasets, policies, baselines, args.seeds, args.outer_folds,
-                         floor_arm=args.floor_arm)
+                         floor_arm=args.floor_arm, program_arms=arms)
         results = run_suite(jobs, {d.name: d for d in datasets}, settings, args.out,
                             args.parallel)
     except EngineError as exc:

@@ -1,0 +1,348 @@
+"""How often does a keep rule keep the expert arm's programs, and the null arm's? (issue 74)
+
+    python -m benchmarks.gate_power [--suite NAMES] [--outer-folds 2] [--repeats 3]
+                                    [--max-rows 8000] [--records FILE.jsonl] [--out FILE.md]
+
+Outside the search, on each task's outer folds (`benchmarks.run`'s, split seed 0): every
+program of the expert and null arms (`benchmarks.program_arms`) is compared with its absence
+the way the engine's gate compares it, with one reference configuration (the floor's
+`lgbm_small_lr` portfolio entry: seeded, subsampled, as the floor's best usually is):
+
+- **the gate's view**: `--repeats` shufflings of the dev rows into 5 folds, each fitted with and
+  without the program under two model seeds; repeat 0 with seeds 1 and 2 is what today's gate
+  sees (the run's folds, `search.programs.GATE_SEEDS`). Each (repeat, seed, fold) gives the
+  normalised metric's gain on the fold's rows.
+- **the truth**: the configuration fitted on every dev row with and without the program, under
+  three seeds the gate never used, scored on the outer fold's test rows: the mean gain.
+
+Each rule (`RULES`) reads the gate's gains and keeps or not. The table gives, per rule: the
+null programs kept (false keeps, with a 95 % interval), and the expert programs kept among those
+that helped on the test rows. Rows with more than `--max-rows` dev rows are subsampled (fixed
+seed): the engine scores those tasks on 5 folds only up to 20,000 rows.
+
+`--records` keeps every program's gains (JSON lines); a FILE that exists is read back instead of
+fitted again, so a new rule is compared on the same fits in seconds. Run it alone: it takes
+both cores for about a minute a task and fold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from benchmarks.datasets import Dataset, suite
+from benchmarks.program_arms import arm_programs
+from benchmarks.run import outer_folds
+from common.errors import UserError, error_exit
+from engine.evaluation.folds import fold_splitter
+from fileio import write_atomic
+from search.families import PORTFOLIO
+from search.programs import keep_rule
+
+FOLDS = 5
+SEEDS_PER_REPEAT = 2  # the engine's gate fits two seeds' pairs (search.programs.GATE_SEEDS)
+TRUTH_SEEDS = (101, 102, 103)
+REFERENCE = "lgbm_small_lr"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One program on one task's outer fold: its gate gains and its truth."""
+
+    task: str
+    fold: int
+    arm: str
+    index: int  # its place in the arm's list
+    program: str
+    metric: str
+    gains: list[list[list[float]]]  # [repeat][seed][fold], normalised metric with - without
+    test_gain: float  # the truth: mean over TRUTH_SEEDS of the test score with - without
+    test_reference: float  # the test score without the program (normalised)
+
+
+# ---- fitting ---------------------------------------------------------------------------------
+
+
+def _apply(program: str, frame: pd.DataFrame) -> pd.DataFrame:
+    namespace: dict[str, object] = {"np": np, "pd": pd}
+    exec(program, namespace)  # our own hand-written programs, never an LLM's
+    return namespace["add_features"](frame.copy())  # type: ignore[operator]
+
+
+def _encoded(frame: pd.DataFrame, like: pd.DataFrame) -> pd.DataFrame:
+    """Text columns as categories with the dev rows' levels (LightGBM's native handling)."""
+    out = frame.copy()
+    for column in out.columns:
+        if not pd.api.types.is_numeric_dtype(like[column]):
+            levels = sorted(like[column].dropna().astype(str).unique())
+            out[column] = pd.Categorical(out[column].astype(str), categories=levels)
+    return out
+
+
+def _model(task_type: str, seed: int) -> object:
+    import lightgbm as lgb
+
+    params = next(p for name, _, p in PORTFOLIO if name == REFERENCE)
+    cls = lgb.LGBMRegressor if task_type == "regression" else lgb.LGBMClassifier
+    return cls(**params, subsample_freq=1, random_state=seed, verbose=-1, n_jobs=1)
+
+
+def _score(metric: str, truth: np.ndarray, predicted: np.ndarray, classes: np.ndarray) -> float:
+    """The normalised metric (higher is better) of `predicted` (values, or probabilities with a
+    column per class)."""
+    from sklearn.metrics import log_loss, roc_auc_score
+
+    if metric == "rmse":
+        return -float(np.sqrt(np.mean((truth - predicted) ** 2)))
+    if metric == "roc_auc":
+        return float(roc_auc_score(truth == classes[1], predicted[:, 1]))
+    if metric == "log_loss":
+        return -float(log_loss(truth, np.clip(predicted, 1e-15, 1), labels=classes))
+    raise ValueError(f"gate_power scores rmse, roc_auc, log_loss; not {metric}")
+
+
+def _fit_predict(task_type: str, seed: int, x: pd.DataFrame, y: np.ndarray,
+                 rows: pd.DataFrame) -> np.ndarray:
+    model = _model(task_type, seed)
+    model.fit(x, y)  # type: ignore[attr-defined]
+    if task_type == "regression":
+        return np.asarray(model.predict(rows), dtype=float)  # type: ignore[attr-defined]
+    return np.asarray(model.predict_proba(rows), dtype=float)  # type: ignore[attr-defined]
+
+
+class Fits:
+    """The reference configuration's fits on one task's outer fold, with any program's columns;
+    the side without a program is fitted once and shared by every program."""
+
+    def __init__(self, dataset: Dataset, fold: int, outer: int, repeats: int,
+                 max_rows: int) -> None:
+        frame = pd.read_csv(dataset.path)
+        target = frame[dataset.target]
+        labels = target.astype(str).tolist()
+        test_rows = outer_folds(labels, dataset.task_type, outer, 0)[fold]
+        is_test = np.zeros(len(frame), dtype=bool)
+        is_test[test_rows] = True
+        dev = frame[~is_test].reset_index(drop=True)
+        if len(dev) > max_rows:
+            dev = dev.sample(max_rows, random_state=0).reset_index(drop=True)
+        self.task_type = dataset.task_type
+        self.metric = dataset.amlb_metric
+        self.dev_x = dev.drop(columns=dataset.target)
+        self.test_x = frame[is_test].drop(columns=dataset.target).reset_index(drop=True)
+        y_dev, y_test = dev[dataset.target], frame[is_test][dataset.target]
+        if self.task_type == "regression":
+            self.y_dev, self.y_test = y_dev.to_numpy(float), y_test.to_numpy(float)
+            self.classes = np.array([])
+        else:
+            self.y_dev = y_dev.astype(str).to_numpy()
+            self.y_test = y_test.astype(str).to_numpy()
+            self.classes = np.array(sorted(set(self.y_dev)))
+        self.splits = [list(fold_splitter(self.task_type, FOLDS, r).split(
+            np.zeros(len(dev)), self.y_dev)) for r in range(repeats)]
+        self.numeric = [c for c in self.dev_x.columns
+                        if pd.api.types.is_numeric_dtype(self.dev_x[c])]
+        self._without: tuple[list[list[list[float]]], float] | None = None
+
+    def _seeds(self, repeat: int) -> tuple[int, ...]:
+        return tuple(1 + SEEDS_PER_REPEAT * repeat + s for s in range(SEEDS_PER_REPEAT))
+
+    def scores(self, program: str | None) -> tuple[list[list[list[float]]], float]:
+        """[repeat][seed][fold] held-out scores, and the mean test score over TRUTH_SEEDS."""
+        dev = _apply(program, self.dev_x) if program else self.dev_x
+        test = _apply(program, self.test_x) if program else self.test_x
+        dev, test = _encoded(dev, dev), _encoded(test, dev)
+        folds = []
+        for repeat, splits in enumerate(self.splits):
+            per_seed = []
+            for seed in self._seeds(repeat):
+                per_seed.append([
+                    _score(self.metric, self.y_dev[held],
+                           _fit_predict(self.task_type, seed, dev.iloc[fit], self.y_dev[fit],
+                                        dev.iloc[held]), self.classes)
+                    for fit, held in splits])
+            folds.append(per_seed)
+        truth = statistics.fmean(
+            _score(self.metric, self.y_test,
+                   _fit_predict(self.task_type, seed, dev, self.y_dev, test), self.classes)
+            for seed in TRUTH_SEEDS)
+        return folds, truth
+
+    def without(self) -> tuple[list[list[list[float]]], float]:
+        if self._without is None:
+            self._without = self.scores(None)
+        return self._without
+
+
+def measure(datasets: Sequence[Dataset], outer: int, repeats: int,
+            max_rows: int) -> Iterator[Record]:
+    for dataset in datasets:
+        for fold in range(outer):
+            started = time.time()
+            fits = Fits(dataset, fold, outer, repeats, max_rows)
+            base, base_test = fits.without()
+            for arm in ("expert", "null"):
+                for index, program in enumerate(arm_programs(arm, dataset.name, fits.numeric)):
+                    scores, test = fits.scores(program)
+                    gains = [[[a - b for a, b in zip(ws, wo, strict=True)]
+                              for ws, wo in zip(wr, br, strict=True)]
+                             for wr, br in zip(scores, base, strict=True)]
+                    yield Record(dataset.name, fold, arm, index, program, fits.metric, gains,
+                                 test - base_test, base_test)
+            print(f"gate_power: {dataset.name} fold {fold}: {time.time() - started:.0f}s",
+                  file=sys.stderr)
+
+
+# ---- rules -----------------------------------------------------------------------------------
+
+
+def _fold_means(gains: Sequence[Sequence[Sequence[float]]], repeats: int) -> list[float]:
+    """Each (repeat, fold)'s gain, the mean over its seeds, for the first `repeats` repeats."""
+    return [statistics.fmean(seeds[s][k] for s in range(len(seeds)))
+            for seeds in gains[:repeats] for k in range(len(seeds[0]))]
+
+
+def _t_p(values: Sequence[float], correction: float = 0.0) -> float:
+    """One-sided p of a mean above 0 by Student's t; `correction` adds n_test / n_train to the
+    variance's 1 / n (Nadeau and Bengio's for overlapping training sets)."""
+    from scipy import stats
+
+    n = len(values)
+    mean, sd = statistics.fmean(values), statistics.stdev(values)
+    if sd == 0:
+        return 0.0 if mean > 0 else 1.0
+    t = mean / (sd * math.sqrt(1 / n + correction))
+    return float(stats.t.sf(t, n - 1))
+
+
+def today(gains: Sequence[Sequence[Sequence[float]]]) -> bool:
+    """The engine's rule before issue 74: the first seed's pair better on all folds but one, then
+    the mean of both seeds better on every fold (search.programs.keep_rule)."""
+    first = gains[0][0]
+    if sum(g > 1e-9 for g in first) < len(first) - 1:
+        return False
+    return keep_rule(_fold_means(gains, 1))[0]
+
+
+def t_test(repeats: int, alpha: float, correction: float) -> Callable[[Sequence[Sequence[
+        Sequence[float]]]], bool]:
+    def rule(gains: Sequence[Sequence[Sequence[float]]]) -> bool:
+        values = _fold_means(gains, repeats)
+        return statistics.fmean(values) > 0 and _t_p(values, correction) < alpha
+    return rule
+
+
+def mean_positive(gains: Sequence[Sequence[Sequence[float]]]) -> bool:
+    return statistics.fmean(_fold_means(gains, 1)) > 0
+
+
+RULES: dict[str, Callable[[Sequence[Sequence[Sequence[float]]]], bool]] = {
+    "today: every fold better (1x5, 2 seeds)": today,
+    "mean gain > 0 (1x5, 2 seeds)": mean_positive,
+    "t-test p<0.05 (1x5, 2 seeds)": t_test(1, 0.05, 0.0),
+    "t-test p<0.10 (1x5, 2 seeds)": t_test(1, 0.10, 0.0),
+    "t-test p<0.05 (3x5, 2 seeds, corrected)": t_test(3, 0.05, 1 / (FOLDS - 1)),
+    "t-test p<0.10 (3x5, 2 seeds, corrected)": t_test(3, 0.10, 1 / (FOLDS - 1)),
+    "t-test p<0.05 (2x5, 2 seeds, corrected)": t_test(2, 0.05, 1 / (FOLDS - 1)),
+}
+
+
+# ---- the table -------------------------------------------------------------------------------
+
+
+def _interval(k: int, n: int) -> str:
+    """A 95 % Wilson interval of k in n, in percent."""
+    if n == 0:
+        return "-"
+    z, p = 1.96, k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return f"{100 * max(0.0, centre - half):.0f}-{100 * min(1.0, centre + half):.0f} %"
+
+
+def _rules(repeats: int) -> dict[str, Callable[[Sequence[Sequence[Sequence[float]]]], bool]]:
+    """The rules that read no more repeats than were fitted."""
+    return {name: rule for name, rule in RULES.items()
+            if not any(f"{r}x{FOLDS}" in name for r in range(repeats + 1, 10))}
+
+
+def table(records: Sequence[Record]) -> str:
+    repeats = min(len(r.gains) for r in records)
+    nulls = [r for r in records if r.arm == "null"]
+    experts = [r for r in records if r.arm == "expert"]
+    helped = [r for r in experts if r.test_gain > 0]
+    lines = [f"{len(nulls)} null and {len(experts)} expert programs ({len(helped)} helped on "
+             f"the test rows), {len({(r.task, r.fold) for r in records})} task folds, "
+             f"{repeats} repeats of {FOLDS} folds fitted", "",
+             "| rule | null kept | 95 % interval | expert kept that helped test | "
+             "expert kept that did not |", "|---|---|---|---|---|"]
+    rules = _rules(repeats)
+    for name, rule in rules.items():
+        false = sum(rule(r.gains) for r in nulls)
+        good = sum(rule(r.gains) for r in helped)
+        bad = sum(rule(r.gains) for r in experts if r.test_gain <= 0)
+        lines.append(f"| {name} | {false} / {len(nulls)} | {_interval(false, len(nulls))} | "
+                     f"{good} / {len(helped)} | {bad} / {len(experts) - len(helped)} |")
+    lines += ["", "Per task (expert programs: helped test / kept by each rule, in the order "
+              "above):", ""]
+    for task in sorted({r.task for r in records}):
+        mine = [r for r in experts if r.task == task]
+        kept = [str(sum(rule(r.gains) for r in mine if r.test_gain > 0))
+                for rule in rules.values()]
+        nkept = [str(sum(rule(r.gains) for r in nulls if r.task == task))
+                 for rule in rules.values()]
+        lines.append(f"- {task}: {sum(r.test_gain > 0 for r in mine)} of {len(mine)} expert "
+                     f"programs helped test; kept of those {', '.join(kept)}; "
+                     f"nulls kept {', '.join(nkept)}")
+    return "\n".join(lines) + "\n"
+
+
+def _read(path: Path) -> list[Record]:
+    return [Record(**json.loads(line)) for line in path.read_text().splitlines() if line]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.gate_power",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--suite", default="lite", help="a suite or comma-separated tasks")
+    p.add_argument("--outer-folds", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3, help="shufflings of the dev rows into folds")
+    p.add_argument("--max-rows", type=int, default=8000, help="dev rows at most (subsampled)")
+    p.add_argument("--records", type=Path, help="JSON lines of every program's gains: read "
+                                                "back when it exists, else written")
+    p.add_argument("--out", type=Path, help="the table as Markdown (default: stdout)")
+    args = p.parse_args(argv)
+    try:
+        if args.records is not None and args.records.is_file():
+            records = _read(args.records)
+        else:
+            records = []
+            for record in measure(suite(args.suite), args.outer_folds, args.repeats,
+                                  args.max_rows):
+                records.append(record)
+                if args.records is not None:
+                    write_atomic(args.records, "".join(json.dumps(asdict(r)) + "\n"
+                                                       for r in records))
+        if not records:
+            raise UserError("no programs were measured")
+        text = table(records)
+    except UserError as exc:
+        return error_exit(exc)
+    if args.out is not None:
+        write_atomic(args.out, text)
+    else:
+        print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
