@@ -11,14 +11,15 @@ groups are the run's folds (on the holdout, fixed random groups of the valid row
 group's gain is the mean over the seeds, and `search.programs.keep_rule` decides
 (`search.programs.judge`). The side without the program depends only on the reference
 configuration, its feature set and the seed: the search keeps it from the first program's run
-on them, and later programs there fit the side with the program alone.
+on them, and later programs there fit the side with the program alone. A step holds its
+program's gate in progress as a `ProgramGate`.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -26,7 +27,9 @@ import pandas as pd
 from engine.evaluation.folds import Folds
 from engine.evaluation.scoring import SubmissionError, read_stacked, submission_metric
 from engine.task.prepare import PreparedTask
-from search.programs import Gate
+from sandbox import ExecResult
+from search.node import Status
+from search.programs import Gate, judge, screen
 
 
 def group_gains(task: PreparedTask, truth: pd.Series, with_program: pd.DataFrame,
@@ -111,3 +114,67 @@ def gate_round(task: PreparedTask, folds: Folds, truth: pd.Series, gate_csv: byt
                   for w, wo in zip(with_program, without, strict=True))
     return GateRound(gains, tuple(without), reused)
 
+
+
+class ProgramGate:
+    """One feature program's gate in progress, held by its step: its first run's pair, judged
+    or screened for a second pair (search.programs.screen), then that pair's run; `gate` is
+    the Gate's JSON once decided ("" before). `kept` are the sides without the program the
+    search kept from an earlier program on the same reference configuration and feature set
+    (then its runs fit the sides with the program alone); `keep` hands the search the sides
+    this program fitted, for the next one."""
+
+    def __init__(self, task: PreparedTask, folds: Folds, truth: pd.Series, reference: str,
+                 kept: Sequence[pd.DataFrame] | None, second_pair: tuple[str, str] | tuple[()],
+                 keep: Callable[[list[pd.DataFrame]], None]) -> None:
+        self.task, self.folds, self.truth = task, folds, truth
+        self.reference = reference  # the node it pairs with
+        self.kept = list(kept or [])
+        self.second_pair = second_pair  # its code fitting the later seeds' pairs
+        self.keep = keep
+        self.added: tuple[str, ...] = ()  # the columns the program added
+        self.first = GateRound()  # what its first run gave the gate
+        self.gate = ""
+
+    def first_pair(self, gate_csv: bytes | None, added: tuple[str, ...]) -> str:
+        """Gate the program on its first run's pair; the code of its second pair's run when
+        that pair is to run first, else "" (the gate is decided)."""
+        self.added = added
+        pairs = gate_round(self.task, self.folds, self.truth, gate_csv, self.kept[:1])
+        if pairs.problem:
+            self.gate = pairs.unjudged(self.reference, added).to_json()
+            return ""
+        if not self.kept:
+            self.keep(list(pairs.without))
+        if self.second_pair:
+            screened = screen(self.reference, added, pairs.seed_gains, pairs.reused)
+            if screened is None:
+                self.first = pairs
+                both, alone = self.second_pair
+                return alone if len(self.kept) > 1 else both
+            self.gate = screened.to_json()
+        else:
+            self.gate = judge(self.reference, added, pairs.seed_gains, pairs.reused).to_json()
+        return ""
+
+    def second_pair_ran(self, result: ExecResult) -> None:
+        """Its second pair's run ended: the gate on both pairs."""
+        if result.status != Status.OK.value:
+            why = result.error or result.stderr_tail[-300:]
+            self.first_pair_only(f"its second pair's run ended {result.status}: {why}")
+            return
+        pairs = gate_round(self.task, self.folds, self.truth, result.gate_csv, self.kept[1:])
+        if pairs.problem:
+            self.first_pair_only(pairs.problem)
+            return
+        first = self.first
+        if len(self.kept) < 2:
+            self.keep([*first.without, *pairs.without])
+        self.gate = judge(self.reference, self.added, first.seed_gains + pairs.seed_gains,
+                          first.reused and pairs.reused).to_json()
+
+    def first_pair_only(self, why: str) -> None:
+        """The gate of a program whose second pair gave no gains (`why`): not kept, its first
+        pair's gains recorded."""
+        gate = judge(self.reference, self.added, self.first.seed_gains, self.first.reused)
+        self.gate = replace(gate, kept=False, reason=f"not kept: {why}").to_json()
