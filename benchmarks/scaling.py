@@ -53,7 +53,9 @@ from benchmarks.spread import simulate_spread
 from engine.budget import Budget
 from engine.loop import SearchLoop
 from engine.records.store import RunStore
+from engine.search_context import SearchContext
 from engine.search_run import task_context
+from engine.sides import ExecutorSide, LlmSide
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from sandbox import Limits
 from search.journal import Journal
@@ -271,10 +273,11 @@ def measure_scaling(task: PreparedTask, executors: int, workdir: Path, *,
                  for _ in range(llm_concurrency)]
         journal = Journal()
         loop = SearchLoop(
-            task=task, ctx=task_context(task, seed), store=store, journal=journal,
-            policy=make_policy(policy, seed=seed), llm_slots=slots, executors=execs,
-            budget=Budget(wall_seconds, max_nodes=planned),
-            exec_timeout=4 * node_seconds + 30.0,
+            search=SearchContext(task, task_context(task, seed), journal,
+                                 exec_timeout=4 * node_seconds + 30.0),
+            store=store, policy=make_policy(policy, seed=seed),
+            budget=Budget(wall_seconds, max_nodes=planned), llm=LlmSide(slots),
+            executors=ExecutorSide(execs),
         )
         loop.budget.started = time.monotonic()
         start_wall, start = time.time(), time.perf_counter()

@@ -10,7 +10,6 @@ node: Parquet, the Journal, the policy, the live view.
 from __future__ import annotations
 
 import asyncio
-import math
 import secrets
 import time
 from collections import deque
@@ -22,39 +21,30 @@ import ray
 
 from actors.pool import ActorPool, Call, short_error
 from common.chat import Reply
-from common.errors import BackendError, StoreError
 from engine.budget import Budget
-from engine.deploy.saved_model import answer_candidates
-from engine.evaluation.folds import Folds
-from engine.evaluation.scoring import frame_csv
+from engine.records.recorder import NodeRecorder
 from engine.records.runs import kept_predictions
 from engine.records.store import RunStore
 from engine.search_context import ALL_FOLDS, SearchContext
+from engine.sides import ExecutorSide, LlmPools, LlmSide
 from engine.step import (
     DEADLINE_ERROR,
     ENGINE_WRITTEN,
     STOPPED_ERROR,
     Done,
     Execute,
-    Generate,
     Step,
 )
-from engine.task.prepare import PreparedTask
 from operators.context import TaskContext
 from sandbox import Limits
 from search.floor import Floor
-from search.journal import Journal
-from search.node import Node, Operator
+from search.node import Node
 from search.policy import InFlightKey, Policy, Proposal
 from search.programs import programs_over_share, programs_spent
 
 # A floor run may take a fifth of the budget, at least this many seconds: a trial slower than
 # that is not worth the executor in a short run.
 FLOOR_SECONDS = 60.0
-# An LLM actor that dies (or hangs past llm_timeout) is replaced; this many replacements in a
-# row without one good reply from that actor means the backend itself is broken: stop loudly
-# instead of losing every node of the run.
-MAX_LLM_RESTARTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,90 +74,55 @@ class LoopStats:
 
 
 class SearchLoop:
-    """Drives one start of a run. `llm_slots` lists (actor, name) once per concurrent request
-    an actor accepts; `requeue` holds proposals to run first (those in flight when a previous
-    start stopped).
+    """Drives one start of a run: the steps of `search` (the loop sets its run id, policy
+    name and floor seconds) onto the `llm` and `executors` sides (engine/sides.py), each
+    finished node stored by a `NodeRecorder` (engine/records/recorder.py; with
+    `keep_fold_models`, the fold models of the nodes that can still become the answer).
+    `requeue` holds proposals to run first (those in flight when a previous start stopped).
 
-    Mixed models: `llm_pools` maps an actor name to its pool (its spec) and `route` an
-    operator to the pool that serves it. A step whose pool has no free slot waits for one
-    (`queued`); proposing pauses once as many wait as there are LLM slots in all. With no LLM
-    slot at all (`--llm none`) the policy is never asked: only the floor's work runs.
+    A step whose LLM pool has no free slot waits for one; proposing pauses once as many wait
+    as there are LLM slots in all. With no LLM slot at all (`--llm none`) the policy is never
+    asked: only the floor's work runs.
     """
 
     def __init__(
         self,
         *,
-        task: PreparedTask,
-        ctx: TaskContext,
+        search: SearchContext,
         store: RunStore,
-        journal: Journal,
         policy: Policy,
-        llm_slots: list[tuple[Any, str]],
-        executors: list[Any],
         budget: Budget,
-        exec_timeout: float,
+        llm: LlmSide,
+        executors: ExecutorSide,
         requeue: list[Proposal] | None = None,
-        restart_executor: Callable[[Any], Any] | None = None,
-        restart_llm: Callable[[Any, str], Any] | None = None,
-        llm_timeout: float = 600.0,
-        reflect: bool = False,
         on_node: Callable[[Node, LoopStats], None] = lambda node, stats: None,
-        llm_pools: dict[str, str] | None = None,
-        route: Callable[[Operator], str] | None = None,
-        folds: Folds | None = None,
         floor: Floor | None = None,
         keep_fold_models: bool = False,
-        llm_patience: int = 0,
-        program_share: float = 1.0,
-        lend_llm: Callable[[], list[Any]] | None = None,
     ) -> None:
-        self.store = store
-        # Keep the fold models scoring fitted for the nodes that can still become the answer
-        # (engine/deploy/saved_model.py), so saving it fits nothing again.
-        self.keep_fold_models = keep_fold_models
-        self.journal = journal
+        search.run_id, search.policy = store.run_id, policy.name
+        search.floor_seconds = max(FLOOR_SECONDS, budget.seconds / 5)
+        self.search, self.store, self.journal = search, store, search.journal
         self.policy = policy
         self.budget = budget
         self.on_node = on_node
-        self.llm_timeout = llm_timeout
-        self.search = SearchContext(task, ctx, journal, store.run_id, policy.name,
-                                    exec_timeout, max(FLOOR_SECONDS, budget.seconds / 5),
-                                    reflect, folds=folds)
-        self.stats = LoopStats(nodes=len(journal))
+        self.recorder = NodeRecorder(store, search.task, self.journal,
+                                     keep_fold_models=keep_fold_models)
+        self.stats = LoopStats(nodes=len(self.journal))
         self.floor = floor  # the engine's own work for idle executors; None: LLM work only
-        for node, kept in kept_predictions(store, self.search.task, journal,
-                                           len(self.search.fold_plan.held_out)):
-            self.search.keep(node, kept)  # an earlier start's, for ensemble selection
-        pool_of = {name: (llm_pools or {}).get(name, "") for _, name in llm_slots}
-        self._llms: dict[str, ActorPool[Step]] = {
-            pool: ActorPool([s for s in llm_slots if pool_of[s[1]] == pool], kind="LLM",
-                            restart=restart_llm, max_restarts=MAX_LLM_RESTARTS,
-                            hang_seconds=llm_timeout)
-            for pool in dict.fromkeys(pool_of.values())
-        }
-        if route is None:
-            if len(self._llms) > 1:
-                raise ValueError("several LLM pools need a route: operator -> pool")
-            only = next(iter(self._llms), "")
-            route = lambda operator: only  # noqa: E731 (one pool serves every operator)
-        self._route = route
-        self._patience, self._lend_llm = llm_patience, lend_llm  # see _retire_llm
-        # the share of the executors' seconds feature programs may take (search.programs)
-        self._program_share = program_share
-        self._n_llm_slots = len(llm_slots)
-        restart = None if restart_executor is None else (lambda dead, slot: restart_executor(dead))
+        for node, kept in kept_predictions(store, search.task, self.journal,
+                                           len(search.fold_plan.held_out)):
+            search.keep(node, kept)  # an earlier start's, for ensemble selection
+        self._llm = LlmPools(llm)
+        restart = executors.restart
         self._execs: ActorPool[Execution] = ActorPool(
-            [(actor, f"executor-slot-{i}") for i, actor in enumerate(executors)],
-            kind="executor", restart=restart)
-        # Requests waiting for a slot of their model.
-        self._queued: dict[str, deque[tuple[Step, Generate]]] = {p: deque() for p in self._llms}
+            [(actor, f"executor-slot-{i}") for i, actor in enumerate(executors.actors)],
+            kind="executor", restart=None if restart is None else lambda dead, slot: restart(dead))
         self._ready: deque[Execution] = deque()  # executions waiting for an executor
         self._requeue: deque[tuple[Proposal, int]] = deque((p, 0) for p in requeue or ())
         self._in_flight: dict[InFlightKey, int] = {}
         # Each fold's inputs are sent once; every executor reads these refs.
-        plan = self.search.fold_plan
-        self._inputs = {fold: ray.put(self.search.inputs(fold))
-                        for fold in (ALL_FOLDS, *range(plan.k))}
+        self._inputs = {fold: ray.put(search.inputs(fold))
+                        for fold in (ALL_FOLDS, *range(search.fold_plan.k))}
 
     @property
     def ctx(self) -> TaskContext:
@@ -189,8 +144,7 @@ class SearchLoop:
                         "nodes or tokens"
                     break
                 # No LLM pool (--llm none): nothing can hang, the budget alone bounds the wait.
-                hang = min((pool.next_deadline() for pool in self._llms.values()),
-                           default=math.inf)
+                hang = self._llm.next_deadline()
                 done, _ = await asyncio.wait(
                     futures, timeout=max(0.0, min(self.budget.left(), hang)),
                     return_when=asyncio.FIRST_COMPLETED,
@@ -212,45 +166,38 @@ class SearchLoop:
     def snapshot(self) -> dict[str, int]:
         """Counts for the live view."""
         counts = {
-            "generating": sum(len(pool.calls()) for pool in self._llms.values()),
+            "generating": len(self._llm.calls()),
             "executing": len(self._execs.calls()),
             "waiting": len(self._ready),
         }
-        if len(self._queued) > 1:
-            counts["queued for an LLM"] = self._n_queued()
+        if len(self._llm.queued) > 1:
+            counts["queued for an LLM"] = self._llm.n_queued()
         return counts
 
     def calls(self, kind: str) -> list[tuple[Step, Any]]:
         """(step, actor) of the requests of `kind` ("llm" or "exec") in flight."""
         if kind == "llm":
-            return [(c.item, c.actor) for pool in self._llms.values() for c in pool.calls()]
+            return [(c.item, c.actor) for c in self._llm.calls()]
         return [(c.item.step, c.actor) for c in self._execs.calls()]
 
     # ---- scheduling --------------------------------------------------------------------
 
     def _futures(self) -> set[asyncio.Future[Any]]:
-        return set().union(self._execs.futures(), *(p.futures() for p in self._llms.values()))
+        return self._execs.futures() | self._llm.futures()
 
     def _n_in_flight(self) -> int:
         return sum(self._in_flight.values())
-
-    def _n_queued(self) -> int:
-        return sum(len(q) for q in self._queued.values())
-
-    def _free_llm(self) -> bool:
-        return any(pool.has_free() for pool in self._llms.values())
 
     def _dispatch(self) -> None:
         # The loop starts engine-written steps (no LLM call) from the head of the queue.
         while self._requeue and self._requeue[0][0].operator in ENGINE_WRITTEN:
             self._start(*self._requeue.popleft())
         self._start_ready()
-        for pool, queued in self._queued.items():  # steps waiting for their model
-            while queued and self._llms[pool].has_free():
-                self._generate(*queued.popleft(), pool)
-        if self._llms and (spent := programs_spent(self.journal, self._patience)):
+        self._llm.hand_queued()  # steps waiting for their model
+        llm = self._llm.side
+        if self._llm and (spent := programs_spent(self.journal, llm.patience)):
             self._retire_llm(spent)
-        elif self._llms and not programs_over_share(self.journal, self._program_share):
+        elif self._llm and not programs_over_share(self.journal, llm.program_share):
             self._generate_ahead()  # (without an LLM there is nothing to generate)
         self._engine_work()
 
@@ -282,8 +229,8 @@ class SearchLoop:
         """Generate ahead while code waiting for its first run stays under two per executor
         (one may wait for the floor's run in progress to end): the LLM then never waits for
         the executors, and waiting code is at most one round stale."""
-        while (self._free_llm() and self._new_code_waiting() < 2 * self._execs.size
-               and self._n_queued() < self._n_llm_slots):
+        while (self._llm.has_free() and self._new_code_waiting() < 2 * self._execs.size
+               and self._llm.n_queued() < self._llm.slots):
             if not self._room():
                 return
             if self._analysing():
@@ -304,13 +251,12 @@ class SearchLoop:
     def _retire_llm(self, why: str) -> None:
         """The LLM's programs stopped paying (search.programs.programs_spent says `why`):
         it is asked nothing more, and once the LLM-written steps in flight are stored it
-        goes and `lend_llm` gives its CPUs to executors. LLM work re-queued is dropped."""
+        goes and its CPUs become executors. LLM work re-queued is dropped."""
         if any(op not in ENGINE_WRITTEN for op, _ in self._in_flight):
             return
         self._requeue = deque(i for i in self._requeue if i[0].operator in ENGINE_WRITTEN)
-        for actor in self._lend_llm() if self._lend_llm is not None else []:
+        for actor in self._llm.retire():
             self._execs.add(actor, f"executor-slot-{self._execs.size}")
-        self._llms, self._queued, self._n_llm_slots = {}, {}, 0
         self.stats.llm_retired_at, self.stats.llm_retired_why = self.budget.elapsed(), why
 
     def _start(self, proposal: Proposal, attempt: int) -> None:
@@ -340,14 +286,7 @@ class SearchLoop:
                 self._ready.extendleft(reversed(runs))
             self._start_ready()  # else it could wait while nothing else is in flight
         else:
-            pool = self._route(step.operator)
-            if pool not in self._llms:
-                raise BackendError(f"no LLM actors serve {step.operator.value!r} "
-                                   f"(pool {pool!r})")
-            if self._llms[pool].has_free():
-                self._generate(step, need, pool)
-            else:
-                self._queued[pool].append((step, need))
+            self._llm.ask(step, need)
 
     def _start_ready(self) -> None:
         while self._ready and self._execs.has_free():
@@ -359,10 +298,6 @@ class SearchLoop:
             run.step.on_started(run.fold, limit)
             self._execs.submit(run, "run", run.code, self._inputs[run.fold],
                                Limits(wall_seconds=limit))
-
-    def _generate(self, step: Step, need: Generate, pool: str) -> None:
-        call = self._llms[pool].submit(step, "generate", [need.prompt])
-        step.generating(call.slot)
 
     def _analysing(self) -> bool:
         """Whether an analysis step is queued or in flight."""
@@ -382,7 +317,7 @@ class SearchLoop:
         if self._execs.owns(future):
             self._on_executed(self._execs.finish(future), future)
             return
-        pool = next(p for p in self._llms.values() if p.owns(future))
+        pool = self._llm.owner(future)
         call = pool.finish(future)
         step = call.item
         try:
@@ -418,9 +353,9 @@ class SearchLoop:
     def _expire_hung_generations(self, done: set[asyncio.Future[Any]]) -> None:
         """A generation past llm_timeout is lost and its actor replaced: a synchronous actor
         cannot cancel a running call, so killing it is the only way to get the slot back."""
-        for pool in self._llms.values():
+        for pool in self._llm.pools.values():
             for call in pool.expire(done):
-                self._lose(call.item, f"LLM call timed out after {self.llm_timeout:g}s; "
+                self._lose(call.item, f"LLM call timed out after {self._llm.side.timeout:g}s; "
                                       "actor replaced")
                 pool.replace(call)
 
@@ -432,7 +367,8 @@ class SearchLoop:
             self._requeue.append((step.proposal, step.attempt + 1))
 
     def _record(self, step: Step, done: Done) -> None:
-        """Store a finished node, then show it to the Journal, the policy and the live view."""
+        """Store a finished node (its predictions, row, Journal entry: NodeRecorder), then
+        show it to the policy and the live view."""
         node, predictions = done.node, done.predictions
         key = step.proposal.key
         self._in_flight[key] -= 1
@@ -440,64 +376,29 @@ class SearchLoop:
             del self._in_flight[key]
         self.stats.repairs += step.repaired
         self.stats.duplicates += step.duplicate
-        previous_best = self.journal.best()
-        try:
-            if predictions is not None:
-                self.search.keep(node, predictions)
-                # Before the node's row: a stored scored node always has its predictions.
-                valid_csv = frame_csv(self.search.task, predictions.valid)
-                test_csv = frame_csv(self.search.task, predictions.test)
-                self.store.write_predictions(node.node_id, valid_csv, test_csv)
-            self.store.append(node, done.test_raw)
-        except OSError as exc:
-            # A full or failing disk: stop now rather than run nodes that cannot be kept. Every
-            # part written so far is whole (write, fsync, rename), and this node's in-flight
-            # note stays, so a resume re-proposes it.
-            raise StoreError(f"cannot store node {node.node_id} in {self.store.nodes_dir}: "
-                             f"{short_error(exc)}; free disk space, then --resume "
-                             f"{self.store.root}") from exc
-        self.journal.add(node)
-        if self.keep_fold_models and node.metric is not None:
-            self._keep_fold_models(node, done.fold_models)
+        if predictions is not None:
+            self.search.keep(node, predictions)
+        # Work stopped by a deadline or Ctrl-C stays marked in flight: a resume re-proposes it.
+        self.recorder.record(node, done.test_raw, predictions, done.fold_models,
+                             stopped=node.error in (DEADLINE_ERROR, STOPPED_ERROR))
         if node.operator.traits.informs:
             retry = self.search.after_analysis(node)
             if retry is not None:
                 self._requeue.appendleft((retry, 0))
-        if node.error not in (DEADLINE_ERROR, STOPPED_ERROR):
-            # Work stopped by a deadline or Ctrl-C stays marked, so a resume re-proposes it.
-            self.store.clear_in_flight(node.node_id)
-        if self.journal.best() is not previous_best and predictions is not None:
-            self.store.write_best(node, valid_csv, test_csv)
         self.policy.observe(node)
         self.stats.nodes = len(self.journal)
         self.stats.test_scores[node.node_id] = done.test_raw
         self.on_node(node, self.stats)
 
-    def _keep_fold_models(self, node: Node, fold_models: list[bytes] | None) -> None:
-        """Keep a scored node's fold models while it can become the answer or a member of
-        it, and drop those of nodes that no longer can. A disk that refuses them costs only
-        the time to fit the answer again at the end."""
-        keepers = answer_candidates(self.journal)
-        try:
-            if fold_models is not None and node.node_id in keepers:
-                self.store.keep_fold_models(node.node_id, fold_models)
-            self.store.drop_fold_models(keepers)
-        except OSError:
-            pass
-
     def _stop_in_flight(self, reason: str) -> None:
         """Record everything still running or waiting as killed, then drop it. In a start
         without an LLM (--llm none), the LLM's proposals re-queued from an earlier start could
         not start: they are marked in flight again, so a later start with one proposes them."""
-        while self._requeue and not self._n_llm_slots:
+        while self._requeue and not self._llm.slots:
             self.store.mark_in_flight(secrets.token_hex(6), self._requeue.popleft()[0])
         steps = [run.step for run in [*self._execs.cancel_all(), *self._ready]]
-        for pool in self._llms.values():
-            steps += pool.cancel_all()
-        steps += [step for q in self._queued.values() for step, _ in q]
+        steps += self._llm.cancel_all()
         self._ready.clear()
-        for queued in self._queued.values():
-            queued.clear()
         for step in dict.fromkeys(steps):  # a step with several runs in flight: killed once
             if not step.over:
                 self._record(step, step.kill(reason))

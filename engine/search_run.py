@@ -47,6 +47,8 @@ from engine.records.outputs import write_outputs
 from engine.records.runs import open_run
 from engine.records.store import RunStore
 from engine.records.summary import summary_facts, write_summary
+from engine.search_context import SearchContext
+from engine.sides import ExecutorSide, LlmSide
 from engine.task.feasibility import request_warnings
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from fileio import write_atomic
@@ -190,22 +192,23 @@ class SearchRun:
 
                 budget.reserve = closing_seconds(journal, config, folds, self.task, closing,
                                                  store.kept_fold_models())
-                loop = SearchLoop(
-                    task=self.task, store=store, journal=journal,
-                    # A resumed run gets its findings back from the analysis node in the Journal.
-                    ctx=replace(task_context(self.task, seed), findings=analysis_findings(journal),
-                                cases=recalled.cases, fixes=recalled.fixes,
-                                fingerprint=memory_record.get("fingerprint", "")),
-                    policy=policy, budget=budget, exec_timeout=config.exec_timeout,
-                    requeue=requeue, llm_timeout=config.llm_timeout, reflect=config.reflect,
-                    on_node=on_node, route=config.routes.spec_for, folds=folds,
-                    floor=self._floor(seed, recalled), keep_fold_models=config.save_model,
-                    llm_patience=config.llm_patience if config.writes == "features" else 0,
+                # A resumed run gets its findings back from the analysis node in the Journal.
+                ctx = replace(task_context(self.task, seed), findings=analysis_findings(journal),
+                              cases=recalled.cases, fixes=recalled.fixes,
+                              fingerprint=memory_record.get("fingerprint", ""))
+                sides = workers.loop_arguments()
+                llm = LlmSide.of(
+                    sides, route=config.routes.spec_for, timeout=config.llm_timeout,
+                    patience=config.llm_patience if config.writes == "features" else 0,
                     # the floor's trials are what programs wait for: without them, none would
                     program_share=PROGRAM_SHARE
-                    if config.writes == "features" and config.floor else 1.0,
-                    **workers.loop_arguments(),
-                )
+                    if config.writes == "features" and config.floor else 1.0)
+                loop = SearchLoop(
+                    search=SearchContext(self.task, ctx, journal, exec_timeout=config.exec_timeout,
+                                         reflect=config.reflect, folds=folds),
+                    store=store, policy=policy, budget=budget, llm=llm,
+                    executors=ExecutorSide.of(sides), requeue=requeue, on_node=on_node,
+                    floor=self._floor(seed, recalled), keep_fold_models=config.save_model)
                 progress.loop = loop
                 stats, interrupted = self._search(loop, progress)
                 tests = {**self.tests, **stats.test_scores}

@@ -21,7 +21,9 @@ from actors.workers import ExecutorActor, start_executors, start_llm_actors
 from engine.budget import Budget
 from engine.loop import LoopStats, SearchLoop
 from engine.records.store import RunStore
+from engine.search_context import SearchContext
 from engine.search_run import task_context
+from engine.sides import ExecutorSide, LlmSide
 from engine.task.prepare import PreparedTask
 from sandbox import Limits
 from search.journal import Journal
@@ -149,11 +151,12 @@ def build_rig(tmp: Path, task: PreparedTask, llm_specs: list[str], *, executors:
                                 resources=llm_resources)[0]
 
     loop = SearchLoop(
-        task=task, ctx=task_context(task, 0), store=store, journal=journal,
-        policy=make_policy("greedy", seed=0, num_drafts=max_nodes), executors=execs,
-        llm_slots=[(llms[0], "llm-0")] * concurrency,
-        budget=Budget(seconds, max_nodes=max_nodes), exec_timeout=exec_timeout,
-        restart_executor=restart_exec, restart_llm=restart_llm, llm_timeout=llm_timeout,
+        search=SearchContext(task, task_context(task, 0), journal, exec_timeout=exec_timeout),
+        store=store, policy=make_policy("greedy", seed=0, num_drafts=max_nodes),
+        budget=Budget(seconds, max_nodes=max_nodes),
+        llm=LlmSide([(llms[0], "llm-0")] * concurrency, timeout=llm_timeout,
+                    restart=restart_llm),
+        executors=ExecutorSide(execs, restart_exec),
     )
     rig = Rig(loop, store, journal, llm_specs)
     return rig

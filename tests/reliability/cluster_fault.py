@@ -24,7 +24,9 @@ from engine.config import RunConfig
 from engine.loop import SearchLoop
 from engine.placement import llm_options, start_workers
 from engine.records.store import RunStore
+from engine.search_context import SearchContext
 from engine.search_run import task_context
+from engine.sides import ExecutorSide, LlmSide
 from sandbox import Limits
 from search.journal import Journal
 from search.policy import make_policy
@@ -70,10 +72,11 @@ def main(out: Path) -> None:
 
         arguments["restart_executor"] = restart_executor
         loop = SearchLoop(
-            task=task, ctx=task_context(task, 0), store=store, journal=journal,
-            policy=make_policy("greedy", seed=0, num_drafts=12), budget=Budget(200.0, 12),
-            exec_timeout=60.0, llm_timeout=600.0, route=config.routes.spec_for,
-            **arguments,
+            search=SearchContext(task, task_context(task, 0), journal, exec_timeout=60.0),
+            store=store, policy=make_policy("greedy", seed=0, num_drafts=12),
+            budget=Budget(200.0, 12),
+            llm=LlmSide.of(arguments, route=config.routes.spec_for, timeout=600.0),
+            executors=ExecutorSide.of(arguments),
         )
         exec_nodes = [n for n in nodes.values() if kind[n.node_id] == "executor"]
         removed: dict[str, object] = {}

@@ -14,7 +14,8 @@ import ray
 
 from benchmarks.scaling import make_task
 from common.errors import BackendError
-from engine.loop import MAX_LLM_RESTARTS, SearchLoop
+from engine.loop import SearchLoop
+from engine.sides import MAX_LLM_RESTARTS
 from engine.task.prepare import PreparedTask
 from search.node import Operator, Status
 from tests.helpers import processes_with
