@@ -1,5 +1,6 @@
 """The engine's own model code: a (family, params) pair of `search.families` as the model part
-of a harness script. No LLM writes it, so it is trusted to run every fold in one process.
+of a harness script, from the family's record (its import lines and constructor text). No LLM
+writes it, so it is trusted to run every fold in one process.
 
 The hyperparameters sit in one `PARAMS` dict, the convention the prompts ask the model to keep
 too, so a tuned configuration and an LLM's edit of it read the same way.
@@ -13,41 +14,7 @@ from typing import Any
 from operators.context import TaskContext
 from operators.features import programs_block
 from operators.harness import model_functions
-from search.families import FAMILIES
-
-# How a family that takes a seed spells it in `_MODELS`: every trial fits with seed 0, and the
-# gate's fresh pairs replace it with theirs.
-TRIAL_SEED = "random_state=0"
-
-_MODELS = {
-    # family: (import line, regressor, classifier), each a constructor taking PARAMS
-    "lgbm": ("import lightgbm as lgb",
-             "lgb.LGBMRegressor(**PARAMS, subsample_freq=1, random_state=0, verbose=-1)",
-             "lgb.LGBMClassifier(**PARAMS, subsample_freq=1, random_state=0, verbose=-1)"),
-    "extra_trees": ("from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor",
-                    "ExtraTreesRegressor(**PARAMS, random_state=0)",
-                    "ExtraTreesClassifier(**PARAMS, random_state=0)"),
-    "random_forest": ("from sklearn.ensemble import RandomForestClassifier, "
-                      "RandomForestRegressor",
-                      "RandomForestRegressor(**PARAMS, random_state=0)",
-                      "RandomForestClassifier(**PARAMS, random_state=0)"),
-    "hist_gb": ("from sklearn.ensemble import HistGradientBoostingClassifier, "
-                "HistGradientBoostingRegressor",
-                "HistGradientBoostingRegressor(**PARAMS, random_state=0)",
-                "HistGradientBoostingClassifier(**PARAMS, random_state=0)"),
-    "linear": ("from sklearn.linear_model import LogisticRegression, Ridge\n"
-               "from sklearn.pipeline import make_pipeline\n"
-               "from sklearn.preprocessing import StandardScaler",
-               "make_pipeline(StandardScaler(), Ridge(alpha=PARAMS['alpha']))",
-               "make_pipeline(StandardScaler(), LogisticRegression(C=1.0 / PARAMS['alpha'], "
-               "max_iter=2000))"),
-    "knn": ("from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor\n"
-            "from sklearn.pipeline import make_pipeline\n"
-            "from sklearn.preprocessing import StandardScaler",
-            # Encoded.fit lowers n_neighbors to the training rows' count.
-            "make_pipeline(StandardScaler(), KNeighborsRegressor(**PARAMS))",
-            "make_pipeline(StandardScaler(), KNeighborsClassifier(**PARAMS))"),
-}
+from search.families import FAMILIES, TRIAL_SEED
 
 
 def model_code(ctx: TaskContext, family: str, params: dict[str, Any],
@@ -62,8 +29,8 @@ def model_code(ctx: TaskContext, family: str, params: dict[str, Any],
     only)."""
     if family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r}")
-    imports, regressor, classifier = _MODELS[family]
-    model = regressor if ctx.task_type == "regression" else classifier
+    record = FAMILIES[family]
+    imports, model = record.imports, record.model(ctx.task_type == "regression")
     features, step = "", f"Encoded({model})"
     if programs:
         features = programs_block(programs, check=check) + "\n\n"
@@ -78,8 +45,7 @@ def model_code(ctx: TaskContext, family: str, params: dict[str, Any],
 
 def seeded(ctx: TaskContext, family: str) -> bool:
     """Whether `family`'s model takes a seed (another seed fits another model)."""
-    _, regressor, classifier = _MODELS[family]
-    return TRIAL_SEED in (regressor if ctx.task_type == "regression" else classifier)
+    return FAMILIES[family].seeded(ctx.task_type == "regression")
 
 
 def gate_part(model: str, seeds: Sequence[int], test: bool = False, *,

@@ -1,12 +1,14 @@
-"""The model families the engine fits on its own, with no LLM call: their hyperparameter spaces
-and the portfolio of fixed configurations tried first.
+"""The model families the engine fits on its own, with no LLM call: one record per family
+(`Family`) holds all the engine knows of it: its hyperparameter space, its portfolio entries,
+and the code text of its model (import lines, regressor and classifier constructors taking
+`PARAMS`). Adding a family is adding one record here.
 
-Pure data: `operators.models` writes the code of a (family, params) pair and `search.floor`
-decides which pair runs next. The portfolio follows AutoGluon's zero-shot idea (a few strong,
-diverse configurations, no tuning), cheapest first, so a short run already holds several
-different good models for ensemble selection; the spaces are what Optuna samples afterwards.
-The spaces keep every fit to a few seconds on a few thousand rows on one core, since each
-trial runs once per fold.
+Pure data: `operators.models` writes the code of a (family, params) pair from its record and
+`search.floor` decides which pair runs next. The portfolio follows AutoGluon's zero-shot idea (a
+few strong, diverse configurations, no tuning), cheapest first, so a short run already holds
+several different good models for ensemble selection; the spaces are what Optuna samples
+afterwards. The spaces keep every fit to a few seconds on a few thousand rows on one core, since
+each trial runs once per fold.
 """
 
 from __future__ import annotations
@@ -18,69 +20,142 @@ from typing import Any
 # (name, "categorical", choices, None).
 Dimension = tuple[str, str, Any, Any]
 
+# How a family that takes a seed spells it in its constructors: every trial fits with seed 0,
+# and a feature program's gate replaces it with its own seeds (operators/models.py gate_part).
+TRIAL_SEED = "random_state=0"
+
+
+@dataclass(frozen=True, slots=True)
+class Configuration:
+    """A portfolio entry: fixed hyperparameters, run once before any tuning."""
+    name: str
+    place: int  # its place in PORTFOLIO, cheapest first (spaced by 10 to leave room)
+    params: dict[str, Any]
+
 
 @dataclass(frozen=True, slots=True)
 class Family:
     name: str
     description: str  # what the model is, for a person reading the tree
     space: tuple[Dimension, ...]
-    fixed: tuple[tuple[str, Any], ...] = ()  # always passed, never tuned
+    portfolio: tuple[Configuration, ...]
+    imports: str  # the import lines its constructors need
+    regressor: str  # code text: an unfitted estimator built from PARAMS, as the harness
+    classifier: str  # writes it inside `Encoded(...)` (operators/models.py)
 
+    def model(self, regression: bool) -> str:
+        return self.regressor if regression else self.classifier
+
+    def seeded(self, regression: bool) -> bool:
+        """Whether its model takes a seed (another seed fits another model)."""
+        return TRIAL_SEED in self.model(regression)
+
+
+_SCALED = ("from sklearn.pipeline import make_pipeline\n"
+           "from sklearn.preprocessing import StandardScaler")
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
-    Family("lgbm", "LightGBM gradient boosting", (
-        ("n_estimators", "log_int", 50, 600),
-        ("learning_rate", "log_float", 0.01, 0.3),
-        ("num_leaves", "log_int", 4, 128),
-        ("min_child_samples", "log_int", 2, 60),
-        ("subsample", "float", 0.5, 1.0),
-        ("colsample_bytree", "float", 0.3, 1.0),
-        ("reg_alpha", "log_float", 1e-8, 10.0),
-        ("reg_lambda", "log_float", 1e-8, 10.0),
-    )),
-    Family("extra_trees", "extremely randomised trees", (
-        ("n_estimators", "int", 100, 400),
-        ("max_features", "float", 0.2, 1.0),
-        ("min_samples_leaf", "log_int", 1, 16),
-    )),
-    Family("random_forest", "random forest", (
-        ("n_estimators", "int", 100, 400),
-        ("max_features", "float", 0.2, 1.0),
-        ("min_samples_leaf", "log_int", 1, 16),
-    )),
-    Family("hist_gb", "scikit-learn histogram gradient boosting", (
-        ("max_iter", "log_int", 50, 600),
-        ("learning_rate", "log_float", 0.01, 0.3),
-        ("max_leaf_nodes", "log_int", 4, 128),
-        ("min_samples_leaf", "log_int", 2, 60),
-        ("l2_regularization", "log_float", 1e-8, 10.0),
-    )),
-    Family("linear", "a linear model (ridge / logistic regression) on standardised features", (
-        ("alpha", "log_float", 1e-3, 1e3),
-    )),
-    Family("knn", "k nearest neighbours on standardised features", (
-        ("n_neighbors", "log_int", 2, 64),
-        ("weights", "categorical", ("uniform", "distance"), None),
-    )),
+    Family(
+        "lgbm", "LightGBM gradient boosting", (
+            ("n_estimators", "log_int", 50, 600),
+            ("learning_rate", "log_float", 0.01, 0.3),
+            ("num_leaves", "log_int", 4, 128),
+            ("min_child_samples", "log_int", 2, 60),
+            ("subsample", "float", 0.5, 1.0),
+            ("colsample_bytree", "float", 0.3, 1.0),
+            ("reg_alpha", "log_float", 1e-8, 10.0),
+            ("reg_lambda", "log_float", 1e-8, 10.0),
+        ), (
+            Configuration("lgbm_small_lr", 50, {
+                "n_estimators": 400, "learning_rate": 0.03, "num_leaves": 31,
+                "min_child_samples": 10, "subsample": 0.8, "colsample_bytree": 0.7,
+                "reg_alpha": 1e-8, "reg_lambda": 1.0}),
+            Configuration("lgbm_large", 70, {
+                "n_estimators": 300, "learning_rate": 0.03, "num_leaves": 128,
+                "min_child_samples": 3, "subsample": 1.0, "colsample_bytree": 0.9,
+                "reg_alpha": 1e-8, "reg_lambda": 1e-8}),
+            Configuration("lgbm_shallow", 80, {
+                "n_estimators": 600, "learning_rate": 0.05, "num_leaves": 8,
+                "min_child_samples": 20, "subsample": 0.7, "colsample_bytree": 0.5,
+                "reg_alpha": 1e-8, "reg_lambda": 5.0}),
+        ),
+        "import lightgbm as lgb",
+        "lgb.LGBMRegressor(**PARAMS, subsample_freq=1, random_state=0, verbose=-1)",
+        "lgb.LGBMClassifier(**PARAMS, subsample_freq=1, random_state=0, verbose=-1)"),
+    Family(
+        "extra_trees", "extremely randomised trees", (
+            ("n_estimators", "int", 100, 400),
+            ("max_features", "float", 0.2, 1.0),
+            ("min_samples_leaf", "log_int", 1, 16),
+        ), (
+            Configuration("extra_trees", 30, {
+                "n_estimators": 300, "max_features": 0.5, "min_samples_leaf": 1}),
+        ),
+        "from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor",
+        "ExtraTreesRegressor(**PARAMS, random_state=0)",
+        "ExtraTreesClassifier(**PARAMS, random_state=0)"),
+    Family(
+        "random_forest", "random forest", (
+            ("n_estimators", "int", 100, 400),
+            ("max_features", "float", 0.2, 1.0),
+            ("min_samples_leaf", "log_int", 1, 16),
+        ), (
+            Configuration("random_forest", 40, {
+                "n_estimators": 300, "max_features": 0.5, "min_samples_leaf": 1}),
+        ),
+        "from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor",
+        "RandomForestRegressor(**PARAMS, random_state=0)",
+        "RandomForestClassifier(**PARAMS, random_state=0)"),
+    Family(
+        "hist_gb", "scikit-learn histogram gradient boosting", (
+            ("max_iter", "log_int", 50, 600),
+            ("learning_rate", "log_float", 0.01, 0.3),
+            ("max_leaf_nodes", "log_int", 4, 128),
+            ("min_samples_leaf", "log_int", 2, 60),
+            ("l2_regularization", "log_float", 1e-8, 10.0),
+        ), (
+            Configuration("hist_gb", 60, {
+                "max_iter": 200, "learning_rate": 0.1, "max_leaf_nodes": 31,
+                "min_samples_leaf": 20, "l2_regularization": 1e-8}),
+        ),
+        "from sklearn.ensemble import HistGradientBoostingClassifier, "
+        "HistGradientBoostingRegressor",
+        "HistGradientBoostingRegressor(**PARAMS, random_state=0)",
+        "HistGradientBoostingClassifier(**PARAMS, random_state=0)"),
+    Family(
+        "linear", "a linear model (ridge / logistic regression) on standardised features", (
+            ("alpha", "log_float", 1e-3, 1e3),
+        ), (
+            Configuration("linear", 10, {"alpha": 1.0}),
+        ),
+        "from sklearn.linear_model import LogisticRegression, Ridge\n" + _SCALED,
+        "make_pipeline(StandardScaler(), Ridge(alpha=PARAMS['alpha']))",
+        "make_pipeline(StandardScaler(), LogisticRegression(C=1.0 / PARAMS['alpha'], "
+        "max_iter=2000))"),
+    Family(
+        "knn", "k nearest neighbours on standardised features", (
+            ("n_neighbors", "log_int", 2, 64),
+            ("weights", "categorical", ("uniform", "distance"), None),
+        ), (
+            Configuration("knn", 20, {"n_neighbors": 10, "weights": "distance"}),
+        ),
+        "from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor\n" + _SCALED,
+        # Encoded.fit lowers n_neighbors to the training rows' count.
+        "make_pipeline(StandardScaler(), KNeighborsRegressor(**PARAMS))",
+        "make_pipeline(StandardScaler(), KNeighborsClassifier(**PARAMS))"),
 )}
 
-# Cheapest first. The baseline root (LightGBM with defaults) runs before all of them.
-PORTFOLIO: tuple[tuple[str, str, dict[str, Any]], ...] = (
-    ("linear", "linear", {"alpha": 1.0}),
-    ("knn", "knn", {"n_neighbors": 10, "weights": "distance"}),
-    ("extra_trees", "extra_trees", {"n_estimators": 300, "max_features": 0.5,
-                                    "min_samples_leaf": 1}),
-    ("random_forest", "random_forest", {"n_estimators": 300, "max_features": 0.5,
-                                        "min_samples_leaf": 1}),
-    ("lgbm_small_lr", "lgbm", {"n_estimators": 400, "learning_rate": 0.03, "num_leaves": 31,
-                               "min_child_samples": 10, "subsample": 0.8,
-                               "colsample_bytree": 0.7, "reg_alpha": 1e-8, "reg_lambda": 1.0}),
-    ("hist_gb", "hist_gb", {"max_iter": 200, "learning_rate": 0.1, "max_leaf_nodes": 31,
-                            "min_samples_leaf": 20, "l2_regularization": 1e-8}),
-    ("lgbm_large", "lgbm", {"n_estimators": 300, "learning_rate": 0.03, "num_leaves": 128,
-                            "min_child_samples": 3, "subsample": 1.0, "colsample_bytree": 0.9,
-                            "reg_alpha": 1e-8, "reg_lambda": 1e-8}),
-    ("lgbm_shallow", "lgbm", {"n_estimators": 600, "learning_rate": 0.05, "num_leaves": 8,
-                              "min_child_samples": 20, "subsample": 0.7,
-                              "colsample_bytree": 0.5, "reg_alpha": 1e-8, "reg_lambda": 5.0}),
-)
+# Every family's entries by place, cheapest first: (name, family, params). The baseline root
+# (BASELINE below) runs before all of them.
+PORTFOLIO: tuple[tuple[str, str, dict[str, Any]], ...] = tuple(
+    (c.name, f.name, c.params) for f, c in sorted(
+        ((f, c) for f in FAMILIES.values() for c in f.portfolio), key=lambda fc: fc[1].place))
+
+# The baseline root (operators/harness.py baseline_code: LightGBM with its defaults) as a
+# configuration of a family: its params a point of that space (LightGBM's defaults; its zero
+# regularisation is the space's floor).
+BASELINE_FAMILY = "lgbm"
+BASELINE_PARAMS: dict[str, Any] = {
+    "n_estimators": 100, "learning_rate": 0.1, "num_leaves": 31, "min_child_samples": 20,
+    "subsample": 1.0, "colsample_bytree": 1.0, "reg_alpha": 1e-8, "reg_lambda": 1e-8,
+}

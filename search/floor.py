@@ -39,18 +39,12 @@ from typing import Any
 
 import optuna
 
-from search.families import FAMILIES, PORTFOLIO, Dimension
+from search.families import BASELINE_FAMILY, BASELINE_PARAMS, FAMILIES, PORTFOLIO, Dimension
 from search.journal import Journal
 from search.node import Node, Operator, Status
 from search.policy import InFlightKey, Proposal, in_flight_of
 from search.programs import best_feature_set, is_kept, program_temperature
 
-# The baseline root's configuration as a point of the lgbm space (LightGBM's defaults; its
-# zero regularisation is the space's floor).
-BASELINE_PARAMS: dict[str, Any] = {
-    "n_estimators": 100, "learning_rate": 0.1, "num_leaves": 31, "min_child_samples": 20,
-    "subsample": 1.0, "colsample_bytree": 1.0, "reg_alpha": 1e-8, "reg_lambda": 1e-8,
-}
 ENSEMBLE_CANDIDATES = 20  # the best eligible nodes ensemble selection chooses among
 PER_STUDY = 4  # of them at most this many trials of one study (see the module docstring)
 STALL_PER_DIMENSION, STALL_MIN = 5, 10  # a study's patience: trials without a better one
@@ -108,8 +102,8 @@ def configuration(node: Node) -> Proposal:
     """The proposal that produced a node, with the baseline root's fixed configuration (it is
     stored with an empty hint) filled in."""
     if node.operator.traits.reference:
-        return Proposal(node.operator, node.parent_id, node.temperature, family="lgbm",
-                        params=tuple(sorted(BASELINE_PARAMS.items())))
+        return Proposal(node.operator, node.parent_id, node.temperature,
+                        family=BASELINE_FAMILY, params=tuple(sorted(BASELINE_PARAMS.items())))
     return Proposal.of(node)
 
 
@@ -264,10 +258,11 @@ class Floor:
         return proposal
 
     def _ranked(self, journal: Journal) -> list[str]:
-        """The studies to ask a trial of, best first by the best score of their nodes (lgbm
-        when none ran), the stalled ones behind the others. A family's trials train on the
-        best kept feature set: a family with no trial on it yet ranks there by its best score
-        on an earlier set (its study there starts from those trials, not stalled)."""
+        """The studies to ask a trial of, best first by the best score of their nodes (the
+        baseline's family when none ran), the stalled ones behind the others. A family's
+        trials train on the best kept feature set: a family with no trial on it yet ranks there
+        by its best score on an earlier set (its study there starts from those trials, not
+        stalled)."""
         best: dict[str, float] = {}
         since_best: dict[str, int] = {}  # scored trials after the study's best one
         for node in sorted(journal.eligible_nodes, key=lambda n: n.step):
@@ -294,7 +289,7 @@ class Floor:
             if target not in best:
                 rank[target] = min(rank.get(target, (False, math.inf)), (False, -best[key]))
         ranked = sorted(rank, key=lambda k: rank[k])
-        return ranked or ["lgbm"]
+        return ranked or [BASELINE_FAMILY]
 
     def _study(self, key: str) -> optuna.Study:
         if key not in self._studies:

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import optuna
 
-from search.families import FAMILIES, PORTFOLIO
-from search.floor import BASELINE_PARAMS, Floor, distributions, ensemble_candidates
+from search.families import BASELINE_FAMILY, BASELINE_PARAMS, FAMILIES, PORTFOLIO
+from search.floor import Floor, distributions, ensemble_candidates
 from search.journal import Journal
 from search.node import Node, Operator, Status
 from search.policy import Proposal
@@ -97,8 +97,8 @@ def test_optuna_is_told_every_result_and_a_rebuilt_floor_knows_them() -> None:
     assert [t.params for t in rebuilt._study("lgbm").trials] == [t.params for t in study.trials]
 
 
-def test_baseline_params_lie_in_the_lgbm_space() -> None:
-    space = distributions(FAMILIES["lgbm"].space)
+def test_baseline_params_lie_in_their_familys_space() -> None:
+    space = distributions(FAMILIES[BASELINE_FAMILY].space)
     assert set(BASELINE_PARAMS) == set(space)
     for name, value in BASELINE_PARAMS.items():
         assert space[name]._contains(space[name].to_internal_repr(value)), name

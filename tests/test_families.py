@@ -1,0 +1,122 @@
+"""Every model family's record (search/families.py) builds, fits and predicts: the engine's
+all-folds code of each family, as operators/models.py writes it from the record, run for real
+in the sandbox on a tiny frame with a text column, for regression, binary and multiclass tasks.
+The portfolio is every record's entries in their places, cheapest first."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from threadpoolctl import threadpool_limits
+
+from operators.context import TaskContext
+from operators.harness import PREPARE_SOURCE, assemble
+from operators.models import model_code
+from sandbox import Limits, run_script
+from search.families import FAMILIES, PORTFOLIO, TRIAL_SEED, Family
+from search.floor import distributions
+
+ROWS = 240
+RNG = np.random.default_rng(0)
+FRAME = pd.DataFrame({"x": RNG.normal(size=ROWS),
+                      "colour": RNG.choice(["red", "blue", "green", None], ROWS)})
+FRAME.loc[RNG.random(ROWS) < 0.1, "x"] = np.nan  # missing numbers, filled by Encoded
+SIGNAL = FRAME["x"].fillna(0) + (FRAME["colour"] == "red")
+TASKS = {  # task type: (context, target)
+    "regression": (TaskContext(preview="", target="y", task_type="regression", metric="rmse",
+                               maximize=False), SIGNAL * 3 + RNG.normal(size=ROWS) * 0.1),
+    "binary": (TaskContext(preview="", target="y", task_type="binary", metric="roc_auc",
+                           maximize=True, labels=("no", "yes"), needs_proba=True),
+               np.where(SIGNAL.median() < SIGNAL, "yes", "no")),
+    "multiclass": (TaskContext(preview="", target="y", task_type="multiclass",
+                               metric="accuracy", maximize=True, labels=("a", "b", "c")),
+                   np.array(["a", "b", "c"])[np.digitize(SIGNAL, SIGNAL.quantile([1 / 3, 2 / 3]))]),
+}
+FOLDS = np.arange(ROWS) % 3
+TEST = pd.DataFrame({"x": [0.5, np.nan, -1.0], "colour": ["red", "purple", None]})
+
+
+def _params(family: Family) -> dict[str, object]:
+    """The family's first portfolio entry, else the low end of each dimension."""
+    if family.portfolio:
+        return dict(family.portfolio[0].params)
+    return {name: low[0] if kind == "categorical" else low
+            for name, kind, low, _ in family.space}
+
+
+def test_the_portfolio_is_every_records_entries_by_place() -> None:
+    entries = [(c.place, c.name, f.name) for f in FAMILIES.values() for c in f.portfolio]
+    assert len({place for place, _, _ in entries}) == len(entries)  # one entry a place
+    assert [(name, family) for _, name, family in sorted(entries)] \
+        == [(name, family) for name, family, _ in PORTFOLIO]
+    assert len({name for name, _, _ in PORTFOLIO}) == len(PORTFOLIO)  # names run once each
+    for family in FAMILIES.values():
+        space = distributions(family.space)
+        for entry in family.portfolio:
+            assert set(entry.params) == set(space), entry.name
+        for regression in (True, False):
+            model = family.model(regression)
+            # a seed is spelled as the gate replaces it, or not at all
+            assert model.count(TRIAL_SEED) == family.seeded(regression) \
+                and model.count("random_state") == family.seeded(regression), family.name
+
+
+def _run_in_process(ctx: TaskContext, name: str, train: pd.DataFrame, y: np.ndarray,
+                    held: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The family's model part, as the harness writes it, run beside the harness's `Encoded`:
+    its `fit_predict` on `train`, predicting `held` and the test rows."""
+    scope: dict[str, Any] = {"np": np, "pd": pd, "re": re, "__name__": "family_code"}
+    exec(compile(PREPARE_SOURCE, "<harness prepare>", "exec"), scope)
+    exec(compile(model_code(ctx, name, _params(FAMILIES[name])), name, "exec"), scope)
+    valid, test = scope["fit_predict"](train, pd.Series(y), held, TEST.copy())
+    return np.asarray(valid), np.asarray(test)
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_every_family_fits_and_predicts_every_task_type(name: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # where a library would write its training logs
+    monkeypatch.setenv("LOKY_MAX_CPU_COUNT", "1")  # one thread, as in the sandbox
+    learn = FOLDS != 0
+    for task_type, (ctx, y) in TASKS.items():
+        with threadpool_limits(1):
+            valid, test = _run_in_process(ctx, name, FRAME[learn], y[learn], FRAME[~learn])
+        assert len(valid) == (~learn).sum() and len(test) == len(TEST), task_type
+        if task_type == "regression":
+            assert np.corrcoef(valid, y[~learn])[0, 1] > 0.5, name  # it learned something
+        elif ctx.needs_proba:
+            assert valid.shape == (len(valid), len(ctx.labels)), task_type
+            assert np.allclose(valid.sum(axis=1), 1.0) and np.allclose(test.sum(axis=1), 1.0)
+            labels = np.asarray(ctx.labels)[valid.argmax(axis=1)]
+            assert (labels == y[~learn]).mean() > 0.6, name
+        else:
+            assert set(valid.astype(str)) <= set(ctx.labels), task_type
+            assert (valid.astype(str) == y[~learn]).mean() > 0.5, name
+    assert not any(tmp_path.iterdir())  # nothing written beside the run
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_every_familys_all_folds_code_runs_in_the_sandbox(name: str, tmp_path: Path) -> None:
+    """The whole script the engine runs for a portfolio entry or a trial: every fold, the
+    harness's files, the fold models pickled for the answer, no file but its own."""
+    ctx, y = TASKS["binary"]
+    code = assemble(ctx, model_code(ctx, name, _params(FAMILIES[name])), all_folds=True)
+    inputs = {"train.csv": FRAME.assign(y=y).to_csv(index=False).encode(),
+              "folds.csv": pd.DataFrame({"fold": FOLDS}).to_csv(index=False).encode(),
+              "test.csv": TEST.to_csv(index=False).encode()}
+    result = run_script(code, inputs, Limits(wall_seconds=120), workdir_root=tmp_path,
+                        keep_workdir=True)
+    assert result.status == "ok", result.stderr_tail
+    assert result.valid_csv is not None and result.test_csv is not None
+    valid = pd.read_csv(io.BytesIO(result.valid_csv))
+    assert len(valid) == ROWS and len(pd.read_csv(io.BytesIO(result.test_csv))) == 3 * len(TEST)
+    assert np.allclose(valid.filter(like="proba").to_numpy().sum(axis=1), 1.0, atol=1e-6)
+    assert result.fitted is not None  # the fold models pickle, kept for the answer
+    workdir, = tmp_path.iterdir()
+    assert {p.name for p in workdir.iterdir()} == {"input", "submission", "solution.py"}
