@@ -34,6 +34,7 @@ from engine.budget import Budget
 from engine.config import RunConfig, merge, task_yaml_text
 from engine.evaluation.final import closing_seconds, select_final
 from engine.evaluation.folds import make_folds
+from engine.evaluation.selection import Selection
 from engine.loop import LoopStats, SearchLoop
 from engine.memory import (
     RECALLED_CASES,
@@ -313,24 +314,21 @@ class SearchRun:
         }
 
     def _finish(self, tests: dict[str, float | None], spent: dict[str, Any],
-                selection: dict[str, Any], memory_record: dict[str, Any],
+                selection: Selection, memory_record: dict[str, Any],
                 manifest: dict[str, Any]) -> None:
         """The manifest's record of this start, the memory's lesson, summary.md (printed) and
         the outputs (tree.html, plots, good/)."""
         store, journal = self.store, self.journal
-        facts = summary_facts(journal, tests, spent)
+        facts = summary_facts(journal, tests, spent, selection)  # best_test: a refit's
         facts["folds"] = (store.load_folds() or make_folds(self.task, 1)).k
-        if "test_raw" in selection.get("refit", {}):  # the holdout's answer, refitted on all rows
-            facts["best_test"], facts["refit"] = selection["refit"]["test_raw"], True
         facts["isolation"] = manifest.get("isolation", "")  # as read when this start began
         facts["llm"] = self.config.llm
         memory_record |= remember_run(self.config, store, self.task, journal, self.console)
         facts["memory"] = memory_record
-        store.update_manifest(spent=spent, result=facts, selection=selection,
+        store.update_manifest(spent=spent, result=facts, selection=selection.to_json(),
                               memory=memory_record)
         facts["request_warnings"] = manifest.get("request_warnings", [])
-        facts["selection"] = selection
-        summary = write_summary(store.root, self.task, journal, tests, facts)
+        summary = write_summary(store.root, self.task, journal, tests, facts, selection)
         try:
             write_outputs(store.root)
         except Exception as exc:  # every node is already stored; a plot must not lose the run

@@ -1,9 +1,9 @@
 """Command line: `python -m engine.show runs/<id> [--nodes]`: a run's summary in the terminal.
 
 Prints what `summary.md` holds (task, budget spent, best valid/test, best path, counts by
-status, tokens, the LLM's feature programs, top errors, where files are) as rich tables, read
-fresh from the store, so it also works on a run that is still going or was killed; `--nodes`
-adds one row per node.
+status, tokens, how the answer was chosen, the LLM's feature programs, top errors, where files
+are) as rich tables, read fresh from the store, so it also works on a run that is still going
+or was killed; `--nodes` adds one row per node.
 """
 
 from __future__ import annotations
@@ -22,7 +22,14 @@ from common.errors import EngineError, UserError, error_exit
 from common.metric import METRICS
 from engine.records.outputs import existing_files
 from engine.records.runs import open_run
-from engine.records.summary import overview, programs_section, shown_path, summary_facts, top_errors
+from engine.records.summary import (
+    overview,
+    programs_section,
+    selection_section,
+    shown_path,
+    summary_facts,
+    top_errors,
+)
 from search.journal import Journal
 
 _STATUS_STYLE = {"ok": "green", "buggy": "red", "timeout": "yellow", "oom": "magenta",
@@ -47,8 +54,8 @@ def show(run: Path, console: Console, *, nodes: bool = False) -> None:
                         "pass runs/<run_id>")
     loaded = open_run(run)
     store, manifest, tests, journal = loaded.store, loaded.manifest, loaded.tests, loaded.journal
-    facts = summary_facts(journal, tests, dict(manifest.get("spent", {})))
-    facts["selection"] = manifest.get("selection", {})
+    selection = loaded.selection
+    facts = summary_facts(journal, tests, dict(manifest.get("spent", {})), selection)
     facts["llm"] = manifest.get("config", {}).get("llm", "")
     metric = str(manifest.get("metric", ""))
     spec = METRICS.get(metric)
@@ -58,7 +65,8 @@ def show(run: Path, console: Console, *, nodes: bool = False) -> None:
     head.add_column()
     for label, value in overview(journal, facts, target=str(manifest.get("target", "")),
                                  task_type=str(manifest.get("task_type", "")), metric=metric,
-                                 maximize=spec.maximize if spec else True):
+                                 maximize=spec.maximize if spec else True,
+                                 selection=selection):
         head.add_row(Text(label), Text(value))
     console.print(head)
 
@@ -74,9 +82,10 @@ def show(run: Path, console: Console, *, nodes: bool = False) -> None:
                 table.add_row(step, row["node_id"], row["operator"], _fmt(row["metric_raw"]))
         console.print(table)
 
-    programs = programs_section(journal, facts)  # summary.md's own section, rendered
-    if programs:
-        console.print(Markdown("\n".join(programs)))
+    # summary.md's own sections, rendered: why this answer, the LLM's feature programs
+    for section in (selection_section(selection, metric), programs_section(journal, facts)):
+        if section:
+            console.print(Markdown("\n".join(section)))
 
     errors = top_errors(journal)
     if errors:

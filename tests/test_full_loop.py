@@ -148,7 +148,7 @@ def test_select_cv_reranks_the_top_nodes(tmp_path: Path) -> None:
     assert winner == best_cv["node_id"]
     rows = pd.read_parquet(run / "nodes").set_index("node_id")
     assert (run / "best" / "solution.py").read_text() == rows.loc[winner, "code"]
-    assert "- method: 5-fold cv on train+valid" in (run / "summary.md").read_text()
+    assert "- rule: `--select cv` (5-fold cv on train+valid)" in (run / "summary.md").read_text()
 
 
 @pytest.mark.slow  # whole searches, over 20 s: the slow step

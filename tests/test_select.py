@@ -23,6 +23,7 @@ from engine.evaluation.select import (
     CONFIDENCE,
     CV_FOLDS,
     CV_TOP_K,
+    METHODS,
     cross_fitted_score,
     one_at_a_time,
     paired_bootstrap,
@@ -30,6 +31,7 @@ from engine.evaluation.select import (
     select_by_cv,
     select_confirmed,
 )
+from engine.evaluation.selection import EnsembleCheck, Selection
 from engine.records.runs import apply_selection
 from engine.records.store import RunStore
 from engine.records.summary import overview, selection_section
@@ -88,19 +90,19 @@ def test_a_node_within_noise_does_not_replace_the_baseline(task: PreparedTask) -
     journal, files = journal_of(task, {"base": (Operator.BASELINE, 0.6),
                                        "lucky": (Operator.DRAFT, 0.61)})
     assert journal.best() is journal.get("lucky")
-    winner, record = select_confirmed(task, journal, files.get)
-    assert winner == "base" and record["search_best"] == "lucky"
-    (candidate,) = record["candidates"]
-    assert candidate["node_id"] == "lucky" and candidate["p_beats_baseline"] < CONFIDENCE
+    comparison = select_confirmed(task, journal, files.get)
+    assert comparison.winner == "base" and comparison.search_best == "lucky"
+    (candidate,) = comparison.candidates
+    assert candidate.node_id == "lucky" and (candidate.p_beats_baseline or 0.0) < CONFIDENCE
 
 
 def test_a_clear_gain_replaces_the_baseline(task: PreparedTask) -> None:
     journal, files = journal_of(task, {"base": (Operator.BASELINE, 0.6),
                                        "lucky": (Operator.DRAFT, 0.61),
                                        "good": (Operator.IMPROVE, 0.8)})
-    winner, record = select_confirmed(task, journal, files.get)
-    assert winner == "good"
-    assert [c["node_id"] for c in record["candidates"]] == ["good", "lucky"]
+    comparison = select_confirmed(task, journal, files.get)
+    assert comparison.winner == "good" and comparison.baseline == "base"
+    assert [c.node_id for c in comparison.candidates] == ["good", "lucky"]
 
 
 def test_copies_of_one_prediction_set_take_one_candidate_slot(task: PreparedTask) -> None:
@@ -108,13 +110,14 @@ def test_copies_of_one_prediction_set_take_one_candidate_slot(task: PreparedTask
     shares |= {f"copy{i}": (Operator.DRAFT, 0.62) for i in range(6)}
     shares |= {"good": (Operator.IMPROVE, 0.61)}
     journal, files = journal_of(task, shares)
-    winner, record = select_confirmed(task, journal, files.get)
+    comparison = select_confirmed(task, journal, files.get)
     # Six nodes with byte-identical predictions: one is checked, and the next distinct node
     # still gets its check although five slots would otherwise be full.
-    assert [c["node_id"] for c in record["candidates"]] == ["copy0", "good"]
-    assert record["same_predictions"] == {f"copy{i}": "copy0" for i in range(1, 6)}
-    assert winner == "copy0"
-    summary = "\n".join(selection_section(record, "accuracy"))
+    assert [c.node_id for c in comparison.candidates] == ["copy0", "good"]
+    assert dict(comparison.same_predictions) == {f"copy{i}": "copy0" for i in range(1, 6)}
+    assert comparison.winner == "copy0"
+    selection = Selection("confirmed", METHODS["confirmed"], "copy0", "draft", comparison)
+    summary = "\n".join(selection_section(selection, "accuracy"))
     assert "same valid predictions as a candidate: copy1 (= copy0)" in summary
 
 
@@ -123,19 +126,25 @@ def test_a_near_equal_ensemble_is_preferred_a_clearly_worse_one_is_not(
     journal, files = journal_of(task, {"base": (Operator.BASELINE, 0.6),
                                        "good": (Operator.IMPROVE, 0.8),
                                        "near": (Operator.ENSEMBLE, 0.795)})
-    assert select_confirmed(task, journal, files.get)[0] == "near"
+    comparison = select_confirmed(task, journal, files.get)
+    check = comparison.ensemble_check
+    assert comparison.winner == "near" and check is not None
+    assert check == EnsembleCheck("near", "good", check.p_best_beats_it, True)
+    assert check.p_best_beats_it < CONFIDENCE
     journal, files = journal_of(task, {"base": (Operator.BASELINE, 0.6),
                                        "good": (Operator.IMPROVE, 0.9),
                                        "far": (Operator.ENSEMBLE, 0.75)})
-    winner, record = select_confirmed(task, journal, files.get)
-    assert winner == "good" and record["ensemble_check"]["p_best_beats_it"] >= CONFIDENCE
+    comparison = select_confirmed(task, journal, files.get)
+    check = comparison.ensemble_check
+    assert comparison.winner == "good" and check is not None and not check.preferred
+    assert check.p_best_beats_it >= CONFIDENCE
 
 
 def test_without_kept_predictions_it_falls_back_to_the_best_valid(task: PreparedTask) -> None:
     journal, _ = journal_of(task, {"base": (Operator.BASELINE, 0.6),
                                    "good": (Operator.IMPROVE, 0.8)})
-    winner, record = select_confirmed(task, journal, lambda node_id: None)
-    assert winner == "good" and "no kept predictions" in record["note"]
+    comparison = select_confirmed(task, journal, lambda node_id: None)
+    assert comparison.winner == "good" and "no kept predictions" in comparison.note
 
 
 def test_the_manifest_winner_becomes_the_journal_final(task: PreparedTask, tmp_path: Path
@@ -169,11 +178,11 @@ def test_an_ensemble_answer_is_also_scored_cross_fitted(task: PreparedTask) -> N
         assert cross_fitted_score(task, blend, files.get, truth, groups) == pytest.approx(0.8)
     missing = replace(blend, hint="good,gone")
     assert cross_fitted_score(task, missing, files.get, truth, np.arange(len(truth)) % 5) is None
-    facts = {"best_valid": 0.8, "selection": {"cross_fitted_raw": 0.79}}  # as the manifest keeps it
+    manifest = {"selection": {"winner": "blend", "cross_fitted_raw": 0.79}}  # an older run's
     journal = Journal([journal.get("base"), journal.get("good"), blend])
-    apply_selection(journal, {"selection": {"winner": "blend"}})
-    rows = dict(overview(journal, facts, target="y", task_type="binary", metric="accuracy",
-                         maximize=True))
+    apply_selection(journal, manifest)
+    rows = dict(overview(journal, {"best_valid": 0.8}, target="y", task_type="binary",
+                         metric="accuracy", maximize=True, selection=Selection.read(manifest)))
     assert rows["answer's valid accuracy"].endswith(
         "its weights were selected on these same rows: cross-fitted, each fold blended with "
         "weights selected on the other folds, 0.79)")
@@ -199,11 +208,14 @@ def test_the_final_selection_records_an_ensemble_answers_cross_fitted_score(
                           Console(quiet=True), no_runs, one_at_a_time(no_runs))
     # `good` is right on a superset of `base`'s rows: chosen on any rows, the weights are
     # `good` alone, so the blend's cross-fitted score is good's; a single answer has none.
-    assert record["winner"] == "blend" and record["cross_fitted_raw"] == pytest.approx(0.8)
+    assert record.node_id == "blend" and record.operator == "ensemble"
+    assert record.rule == "valid" and record.cross_fitted_raw == pytest.approx(0.8)
+    assert journal.final() is journal.get("blend")
     journal = Journal([journal.get("base"), journal.get("good")])
     record = select_final(store, task, journal, {}, RunConfig(select="valid", save_model=False),
                           Console(quiet=True), no_runs, one_at_a_time(no_runs))
-    assert record["winner"] == "good" and "cross_fitted_raw" not in record
+    assert record.node_id == "good" and record.cross_fitted_raw is None
+    assert "cross_fitted_raw" not in record.to_json()
 
 
 def test_the_headline_names_the_answer_and_the_unchosen_best(task: PreparedTask) -> None:
@@ -286,11 +298,11 @@ def test_select_by_cv_runs_every_fold_of_the_top_nodes_at_once(task: PreparedTas
                                       "ValueError: boom" if failed else "", "bwrap"))
         return results
 
-    winner, scores = select_by_cv(task, Journal(nodes), run_all, seed=0)
+    comparison = select_by_cv(task, Journal(nodes), run_all, seed=0)
     assert batches == [CV_TOP_K * CV_FOLDS]  # the fourth node is not cross-validated
-    assert winner == "right"
-    by_id = {s.node_id: s for s in scores}
+    assert comparison.winner == "right" and comparison.search_best == "right"
+    by_id = {s.node_id: s for s in comparison.candidates}
     assert by_id["right"].fold_scores == (1.0,) * CV_FOLDS and by_id["right"].error == ""
-    assert by_id["all_a"].mean is not None and by_id["all_a"].mean < 0.7
+    assert by_id["all_a"].cv_mean is not None and by_id["all_a"].cv_mean < 0.7
     assert by_id["breaks"].error == "fold 3: error ValueError: boom"
-    assert len(by_id["breaks"].fold_scores) == 2 and by_id["breaks"].mean is None
+    assert len(by_id["breaks"].fold_scores) == 2 and by_id["breaks"].cv_mean is None

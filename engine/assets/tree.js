@@ -36,6 +36,12 @@
     facts.appendChild(s);
   });
   header.appendChild(facts);
+  // Why the answer is the answer: the run's Selection record (engine/evaluation/selection.py).
+  const chosen = data.selection;
+  if (chosen) {
+    header.appendChild(el("p", {class: "chosen", id: "selection"}, "answer " + chosen.node
+      + ", chosen by --select " + chosen.rule + ": " + chosen.reason));
+  }
   const legend = document.getElementById("legend");
   for (const [status, colour] of Object.entries(data.colours)) {
     const item = el("span", {class: "item"});
@@ -45,7 +51,7 @@
   }
   const pathItem = el("span", {class: "item"});
   pathItem.appendChild(el("span", {class: "line", style: "background:#f1c40f"}));
-  pathItem.appendChild(document.createTextNode("best path (thick ring: best node)"));
+  pathItem.appendChild(document.createTextNode("best path (thick ring: the answer)"));
   legend.appendChild(pathItem);
   legend.appendChild(el("span", {class: "item"},
     "size and label: valid " + data.metric + " (bigger = better)"));
@@ -152,7 +158,7 @@
     selected.classList.add("selected");
     panel.replaceChildren();
     panel.appendChild(el("h2", {}, n.operator + " " + n.id
-      + (id === data.best ? " (best)" : onPath.has(id) ? " (on the best path)" : "")));
+      + (id === data.best ? " (the answer)" : onPath.has(id) ? " (on the best path)" : "")));
     const dl = el("dl", {id: "node-facts"});
     const add = (k, v) => {
       dl.appendChild(el("dt", {}, k));
@@ -176,6 +182,10 @@
       + " prompt, " + n.completion_tokens + " completion)");
     if (n.model) add("model", n.model + (n.temperature !== null ? " @ T=" + n.temperature : ""));
     add("workers", [n.llm_actor, n.executor].filter(Boolean).join(", ") || "none");
+    if (chosen && id === chosen.node) add("chosen", "--select " + chosen.rule + ": "
+      + chosen.reason);
+    else if (chosen && chosen.candidates[id]) add("final selection", chosen.candidates[id]
+      + " (not chosen)");
     if (n.cost) add("measured", n.cost);
     if (n.excluded) add("not eligible", n.excluded);
     if (n.flags) add("flags", n.flags);

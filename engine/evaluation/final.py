@@ -30,14 +30,15 @@ from engine.evaluation.scoring import SubmissionError, score
 from engine.evaluation.select import (
     CV_FOLDS,
     CV_TOP_K,
+    METHODS,
     BatchRunner,
     Runner,
     cross_fitted_score,
     distinct_best,
     select_by_cv,
     select_confirmed,
-    selection_record,
 )
+from engine.evaluation.selection import Comparison, Refit, Selection
 from engine.records.store import RunStore
 from engine.task.prepare import PreparedTask, csv_bytes
 from operators.kinds.ensemble import weighted_members
@@ -58,13 +59,14 @@ COMPOSE_SECONDS_PER_MB = 0.04
 
 def select_final(store: RunStore, task: PreparedTask, journal: Journal,
                  tests: dict[str, float | None], config: RunConfig,
-                 console: Console, run: Runner, run_all: BatchRunner) -> dict[str, Any]:
-    """Choose the node the run hands over (`--select`, see engine/evaluation/select.py), make it the
-    journal's `final` and put it in best/; return the record of the choice for the manifest.
-    `run` runs one script on the executors, `run_all` several side by side."""
+                 console: Console, run: Runner, run_all: BatchRunner) -> Selection:
+    """Choose the node the run hands over (`--select`, see engine/evaluation/select.py), make it
+    the journal's `final` and put it in best/; return the record of the choice, the one place
+    a `Selection` is made. `run` runs one script on the executors, `run_all` several side by
+    side."""
     best = journal.best()
     if best is None:
-        return {"method": config.select, "winner": None}
+        return Selection(config.select, METHODS[config.select], None, "", Comparison(None))
     limits = Limits(wall_seconds=config.exec_timeout)
     folds = store.load_folds()
     plan = folds or make_folds(task, 1)  # None: a run stored before folds, scored on the holdout
@@ -76,14 +78,13 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
     if config.select == "cv":
         console.print(f"selecting the final best by {CV_FOLDS}-fold cross-validation of the "
                       f"top {CV_TOP_K} nodes on train+valid", markup=False)
-        winner, scores = select_by_cv(task, journal, run_all, seed=config.seed, limits=limits)
-        record = selection_record(winner, scores, CV_FOLDS)
+        comparison = select_by_cv(task, journal, run_all, seed=config.seed, limits=limits)
     elif config.select == "confirmed":
-        winner, record = select_confirmed(task, journal, kept_valid, seed=config.seed,
-                                          truth=held_out_labels)
+        comparison = select_confirmed(task, journal, kept_valid, seed=config.seed,
+                                      truth=held_out_labels)
     else:
-        winner, record = best.node_id, {"method": "best valid score"}
-    winner = winner or best.node_id
+        comparison = Comparison(best.node_id, best.node_id)
+    winner, note = comparison.winner or best.node_id, ""
     node = journal.get(winner)
     valid, test = store.read_predictions(winner, "valid"), store.read_predictions(winner, "test")
     if valid is None and winner != best.node_id:
@@ -92,9 +93,10 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
         if result.status == "ok":
             valid, test = result.valid_csv, result.test_csv
         else:
-            record["note"] = f"the chosen node {winner} failed when re-run: {result.error}"
+            note = (f"the chosen node {winner} failed when re-run ({result.error}): the best "
+                    "valid score")
             winner, node = best.node_id, best
-    fitted = None
+    fitted, refit = None, None
     if valid is not None and config.save_model:
         fitted = saved_answer(store.root / "best", winner)
         if fitted is not None:
@@ -103,29 +105,26 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
         else:
             fitted = (kept_model(store, task, node, folds, run_all, limits, console)
                       or fit_model(task, node, folds, run_all, limits, console))
-        record["model"] = fitted.record
     if valid is not None and folds is not None and folds.k == HOLDOUT:
         # Scored on the holdout, the answer learned from train alone: it learns once more
         # from every train + valid row, and that is what best/ ships and the summary scores
         # (the saved model's fit is that refit, when there is one).
         if fitted is not None and fitted.test_csvs:
-            test, record["refit"] = fitted.test_csvs[0], {
-                "test_raw": score(task, fitted.test_csvs[0], "test")}
+            test, refit = fitted.test_csvs[0], Refit(score(task, fitted.test_csvs[0], "test"))
         else:
-            test, record["refit"] = refit_answer(task, node, run, limits, test)
+            test, refit = refit_answer(task, node, run, limits, test)
     if valid is not None:
         store.write_best(node, valid, test)
         if fitted is not None:
             keep(store.root / "best", fitted)
-    cross = cross_fitted_score(task, node, kept_valid, held_out_labels,
-                               plan.groups(config.seed))
-    if cross is not None:  # an ensemble: its valid score scored the weights it chose
-        record["cross_fitted_raw"] = cross
     journal.choose(winner)
-    record["winner"] = winner
-    for candidate in record.get("candidates", []):
-        candidate["test_raw"] = tests.get(candidate["node_id"])
-    return record
+    return Selection(
+        config.select, METHODS[config.select], winner, node.operator.value, comparison,
+        note=note, refit=refit, model=fitted.record if fitted is not None else None,
+        # an ensemble: its valid score scored the weights it chose
+        cross_fitted_raw=cross_fitted_score(task, node, kept_valid, held_out_labels,
+                                            plan.groups(config.seed)),
+    ).with_tests(tests)
 
 
 def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
@@ -218,7 +217,7 @@ def fit_model(task: PreparedTask, node: Node, folds: Folds | None, run_all: Batc
 
 
 def refit_answer(task: PreparedTask, node: Node, run: Runner, limits: Any,
-                 test: bytes | None) -> tuple[bytes | None, dict[str, Any]]:
+                 test: bytes | None) -> tuple[bytes | None, Refit]:
     """The answer fitted on every train + valid row: its test predictions and their score,
     or the search's own ones (and why) when that run fails."""
     inputs = {**task.inputs(), "train.csv": csv_bytes(dev_frame(task))}
@@ -226,7 +225,7 @@ def refit_answer(task: PreparedTask, node: Node, run: Runner, limits: Any,
     try:
         if result.status != "ok":
             raise SubmissionError(f"{result.status}: {result.error}")
-        return result.test_csv, {"test_raw": score(task, result.test_csv, "test")}
+        return result.test_csv, Refit(score(task, result.test_csv, "test"))
     except SubmissionError as exc:
-        return test, {"error": f"the refit on train + valid failed ({exc}); best/ holds the "
-                               "answer fitted on train"}
+        return test, Refit(error=f"the refit on train + valid failed ({exc}); best/ holds "
+                                 "the answer fitted on train")

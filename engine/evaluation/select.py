@@ -17,10 +17,8 @@ Test labels stay untouched by all three.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -34,6 +32,7 @@ from engine.evaluation.scoring import (
     score,
     submission_metric,
 )
+from engine.evaluation.selection import Candidate, Comparison, EnsembleCheck
 from engine.task.prepare import PreparedTask, csv_bytes
 from sandbox import ExecResult, Limits
 from search.journal import Journal
@@ -54,22 +53,14 @@ def one_at_a_time(run: Runner) -> BatchRunner:
 CONFIDENCE = 0.9  # share of resamples in which a node must beat the one it replaces
 RESAMPLES = 1000
 TOP_K = 5  # distinct prediction sets above the baseline compared against it, best valid first
-
-
-@dataclass(frozen=True, slots=True)
-class CvScore:
-    node_id: str
-    valid_raw: float | None
-    fold_scores: tuple[float, ...]
-    error: str  # why a fold failed; empty when all ran
-
-    @property
-    def mean(self) -> float | None:
-        return statistics.fmean(self.fold_scores) if self.fold_scores and not self.error else None
-
-    @property
-    def sd(self) -> float | None:
-        return statistics.stdev(self.fold_scores) if len(self.fold_scores) > 1 else None
+CV_TOP_K, CV_FOLDS = 3, 5  # --select cv: the nodes it cross-validates, and in how many folds
+# Each rule in words (the summary's "method"), by its --select name.
+METHODS = {
+    "confirmed": f"confirmed: beats the baseline root in >= {CONFIDENCE:.0%} of {RESAMPLES} "
+                 "paired bootstrap resamples of valid",
+    "valid": "best valid score",
+    "cv": f"{CV_FOLDS}-fold cv on train+valid",
+}
 
 
 def cross_validation_runs(task: PreparedTask, node: Node, folds: int, seed: int,
@@ -98,30 +89,31 @@ def cross_validation_runs(task: PreparedTask, node: Node, folds: int, seed: int,
     return runs
 
 
-def cv_score(node: Node, fold_tasks: list[PreparedTask], results: list[ExecResult]) -> CvScore:
-    """The node's fold scores; the first fold that failed or wrote no valid submission ends
-    them, with why."""
+def cv_score(node: Node, fold_tasks: list[PreparedTask],
+             results: list[ExecResult]) -> Candidate:
+    """The node as a `cv` candidate: its fold scores; the first fold that failed or wrote no
+    valid submission ends them, with why."""
     scores: list[float] = []
+    error = ""
     for fold_task, result in zip(fold_tasks, results, strict=True):
         if result.status != "ok":
-            return CvScore(node.node_id, node.metric_raw, tuple(scores),
-                           f"fold {len(scores) + 1}: {result.status} {result.error}".strip())
+            error = f"fold {len(scores) + 1}: {result.status} {result.error}".strip()
+            break
         try:
             scores.append(score(fold_task, result.valid_csv, "valid"))
         except SubmissionError as exc:
-            return CvScore(node.node_id, node.metric_raw, tuple(scores),
-                           f"fold {len(scores) + 1}: {exc}")
-    return CvScore(node.node_id, node.metric_raw, tuple(scores), "")
-
-
-CV_TOP_K, CV_FOLDS = 3, 5  # --select cv: the nodes it cross-validates, and in how many folds
+            error = f"fold {len(scores) + 1}: {exc}"
+            break
+    return Candidate(node.node_id, node.operator.value, node.metric_raw,
+                     fold_scores=tuple(scores), error=error)
 
 
 def select_by_cv(task: PreparedTask, journal: Journal, run_all: BatchRunner, *,
                  top_k: int = CV_TOP_K, folds: int = CV_FOLDS, seed: int = 0,
-                 limits: Limits | None = None) -> tuple[str | None, list[CvScore]]:
-    """Cross-validate the top-k distinct ok nodes by valid score, every fold of every node
-    side by side (`run_all`); return the winner's id."""
+                 limits: Limits | None = None) -> Comparison:
+    """`cv`: cross-validate the top-k distinct ok nodes by valid score, every fold of every
+    node side by side (`run_all`); the best mean fold score wins."""
+    best = journal.best()
     candidates = distinct_best(journal.eligible_nodes)[:top_k]
     planned = [cross_validation_runs(task, n, folds, seed, limits or Limits())
                for n in candidates]
@@ -129,19 +121,12 @@ def select_by_cv(task: PreparedTask, journal: Journal, run_all: BatchRunner, *,
     scores = [cv_score(node, [fold_task for _, fold_task in runs],
                        [next(results) for _ in runs])
               for node, runs in zip(candidates, planned, strict=True)]
-    ranked = [s for s in scores if s.mean is not None]
-    if not ranked:
-        return None, scores
-    winner = max(ranked, key=lambda s: task.metric.normalise(s.mean or 0.0))
-    return winner.node_id, scores
-
-
-def selection_record(winner: str | None, scores: list[CvScore], folds: int) -> dict[str, Any]:
-    return {
-        "method": f"{folds}-fold cv on train+valid",
-        "winner": winner,
-        "candidates": [{**asdict(s), "cv_mean": s.mean, "cv_sd": s.sd} for s in scores],
-    }
+    ranked = [s for s in scores if s.cv_mean is not None]
+    winner = (max(ranked, key=lambda s: task.metric.normalise(s.cv_mean or 0.0)).node_id
+              if ranked else None)
+    return Comparison(winner, best.node_id if best else None, candidates=tuple(scores),
+                      note="" if ranked or not scores else
+                      "no cross-validated node ran every fold: the best valid score")
 
 
 # --- confirmed ----------------------------------------------------------------------------------
@@ -186,25 +171,21 @@ def resampled_scores(task: PreparedTask, submission: pd.DataFrame, counts: np.nd
 
 def select_confirmed(task: PreparedTask, journal: Journal,
                      predictions: Callable[[str], bytes | None], *, seed: int = 0,
-                     truth: pd.Series | None = None) -> tuple[str | None, dict[str, Any]]:
+                     truth: pd.Series | None = None) -> Comparison:
     """`confirmed` (see the module docstring); `predictions(node_id)` gives a node's kept
-    held-out predictions, whose labels are `truth` (default: the valid split's). Returns the
-    winner's id (None when nothing is eligible) and a record of why."""
+    held-out predictions, whose labels are `truth` (default: the valid split's). The
+    comparison's winner is None when nothing is eligible."""
     truth = task.valid_y if truth is None else truth
     best = journal.best()
-    record: dict[str, Any] = {
-        "method": f"confirmed: beats the baseline root in >= {CONFIDENCE:.0%} of {RESAMPLES} "
-                  "paired bootstrap resamples of valid",
-        "search_best": best.node_id if best else None, "candidates": [],
-    }
+    search_best = best.node_id if best else None
     baseline = journal.baseline()
     if baseline is not None and not journal.is_eligible(baseline):
         baseline = None
     if best is None or baseline is None or best is baseline:
-        record["winner"] = best.node_id if best else None
-        record["note"] = ("the baseline root has the best valid score" if best is baseline else
-                          "no eligible baseline root to confirm against: best valid score")
-        return record["winner"], record
+        return Comparison(search_best, search_best, confidence=CONFIDENCE,
+                          baseline=baseline.node_id if baseline else None,
+                          note="the baseline root has the best valid score" if best is baseline
+                          else "no eligible baseline root to confirm against: best valid score")
 
     def read(node: Node) -> pd.DataFrame | None:
         try:
@@ -214,47 +195,49 @@ def select_confirmed(task: PreparedTask, journal: Journal,
 
     base = read(baseline)
     if base is None:
-        record["winner"] = best.node_id
-        record["note"] = "no kept predictions for the baseline root: best valid score"
-        return best.node_id, record
+        return Comparison(search_best, search_best, baseline.node_id, CONFIDENCE,
+                          note="no kept predictions for the baseline root: best valid score")
     # The same resamples for every comparison; each node is scored on them once.
     counts = resample_counts(len(truth), seed=seed)
     base_scores = resampled_scores(task, base, counts, truth)
     above = distinct_best(n for n in journal.eligible_nodes
                       if (n.metric or 0.0) > (baseline.metric or 0.0))
     confirmed: list[tuple[Node, np.ndarray]] = []
+    candidates: list[Candidate] = []
     # Different code often makes the same predictions (a draft re-written, an improve that
     # changed nothing that matters): one check per prediction set keeps the 5 slots for
     # candidates that can differ.
     seen: dict[bytes, str] = {}
+    copies: list[tuple[str, str]] = []
     for node in above:
-        if len(record["candidates"]) == TOP_K:
+        if len(candidates) == TOP_K:
             break
         frame = read(node)
         if frame is not None:
             key = frame.to_csv(index=False).encode()
             if key in seen:
-                record.setdefault("same_predictions", {})[node.node_id] = seen[key]
+                copies.append((node.node_id, seen[key]))
                 continue
             seen[key] = node.node_id
         scores = None if frame is None else resampled_scores(task, frame, counts, truth)
         p = None if scores is None else share_better(task, scores, base_scores)
-        record["candidates"].append({"node_id": node.node_id, "operator": node.operator.value,
-                                     "valid_raw": node.metric_raw, "p_beats_baseline": p})
+        candidates.append(Candidate(node.node_id, node.operator.value, node.metric_raw,
+                                    p_beats_baseline=p))
         if scores is not None and p is not None and p >= CONFIDENCE:
             confirmed.append((node, scores))
     winner = confirmed[0][0] if confirmed else baseline
+    check = None
     if confirmed and not winner.operator.traits.combines:
         top = confirmed[0][1]
         for node, scores in confirmed[1:]:
             if node.operator.traits.combines:
                 p = share_better(task, top, scores)
-                record["ensemble_check"] = {"node_id": node.node_id, "p_best_beats_it": p}
-                if p < CONFIDENCE:
+                check = EnsembleCheck(node.node_id, winner.node_id, p, p < CONFIDENCE)
+                if check.preferred:
                     winner = node
                 break
-    record["winner"] = winner.node_id
-    return winner.node_id, record
+    return Comparison(winner.node_id, search_best, baseline.node_id, CONFIDENCE,
+                      tuple(candidates), tuple(copies), check)
 
 
 def cross_fitted_score(task: PreparedTask, node: Node,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from common.metric import METRICS
+from engine.evaluation.selection import Selection
 from engine.records.runs import StoredRun, open_run
 from engine.records.summary import FILES, busy_shares, cost, worker_spans
 from fileio import replacing_dir, write_atomic
@@ -153,10 +154,22 @@ def _tree_data(run: StoredRun) -> dict[str, Any]:
         "best": best.node_id if best else None,
         "best_valid": best.metric_raw if best else None,
         "best_path": [n.node_id for n in journal.ancestors(best.node_id)] if best else [],
+        "selection": _selection_view(run.selection),
         "status_counts": journal.status_counts(),
         "colours": STATUS_COLOURS,
         "nodes": nodes,
     }
+
+
+def _selection_view(selection: Selection | None) -> dict[str, Any] | None:
+    """How the answer was chosen, from the run's record: the rule, why, and how each candidate
+    compared, in the summary's words; without test scores, like the rest of the tree."""
+    if selection is None or selection.node_id is None:
+        return None
+    return {"rule": selection.rule, "method": selection.method, "node": selection.node_id,
+            "reason": selection.reason(), "search_best": selection.comparison.search_best,
+            "candidates": {c.node_id: selection.comparison_text(c)
+                           for c in selection.candidates}}
 
 
 def embed_json(data: Any) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from common.errors import UserError
 from engine.evaluation.scoring import HeldOut, SubmissionError, read_submission, submission_metric
+from engine.evaluation.selection import Selection
 from engine.records.store import RunStore
 from engine.task.prepare import PreparedTask
 from search.constraints import Constraints
@@ -35,6 +36,11 @@ class StoredRun:
     @property
     def root(self) -> Path:
         return self.store.root
+
+    @property
+    def selection(self) -> Selection | None:
+        """Why the run chose its answer, as the manifest records it (None before a choice)."""
+        return Selection.read(self.manifest)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -80,7 +86,8 @@ def kept_predictions(store: RunStore, task: PreparedTask, journal: Journal,
 
 
 def apply_selection(journal: Journal, manifest: dict[str, Any]) -> None:
-    """Make the journal's `final` the winner a run's manifest records, if it still qualifies."""
-    winner = (manifest.get("selection") or {}).get("winner")
+    """Make the journal's `final` the answer a run's manifest records, if it still qualifies."""
+    selection = Selection.read(manifest)
+    winner = selection.node_id if selection is not None else None
     if isinstance(winner, str) and winner in journal and journal.is_eligible(journal.get(winner)):
         journal.choose(winner)

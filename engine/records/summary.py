@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.llm import NO_LLM
+from engine.evaluation.selection import Selection
 from engine.task.prepare import PreparedTask
 from operators.analyst import analysis_findings
 from operators.flags import READS_OUTSIDE_INPUT, outside_reads
@@ -113,15 +114,19 @@ def busy_shares(journal: Journal) -> dict[str, float]:
                                                                           w[0][1]))}
 
 
-def summary_facts(journal: Journal, tests: dict[str, float | None],
-                  spent: dict[str, Any]) -> dict[str, Any]:
+def summary_facts(journal: Journal, tests: dict[str, float | None], spent: dict[str, Any],
+                  selection: Selection | None = None) -> dict[str, Any]:
+    """The run's facts for the manifest's `result` and the summary; a holdout answer's test
+    score is its refit's (what best/ ships), when `selection` has one."""
     best = journal.final()
     drafts = [n for n in journal.draft_nodes if n.code]
     ran = [n for n in drafts if n.exec_seconds > 0 or n.is_ok]
+    refit = selection.refit_test_raw if selection is not None else None
     return {
         "best_node": best.node_id if best else None,
         "best_valid": best.metric_raw if best else None,
-        "best_test": tests.get(best.node_id) if best else None,
+        "best_test": refit if refit is not None else tests.get(best.node_id) if best else None,
+        **({"refit": True} if refit is not None else {}),
         "best_operator": best.operator.value if best else None,
         "status_counts": journal.status_counts(),
         "drafts_ok_without_debug": sum(n.is_ok for n in drafts),
@@ -150,7 +155,8 @@ def _closing(facts: dict[str, Any]) -> str:
 
 
 def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type: str,
-             metric: str, maximize: bool) -> list[tuple[str, str]]:
+             metric: str, maximize: bool,
+             selection: Selection | None = None) -> list[tuple[str, str]]:
     """The headline facts of a run as (label, value) pairs, shared by summary.md and show. The
     answer is the final selection's node (what best/ holds), which need not be the best valid."""
     best = journal.final()
@@ -165,7 +171,7 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
           if facts.get("isolation") not in (None, "", "bwrap") else []),
         (f"answer's valid {metric}",
          _fmt(facts.get("best_valid"))
-         + (f" (node {best.node_id}, {best.operator.value}{_cross_fitted(facts)})" if best else
+         + (f" (node {best.node_id}, {best.operator.value}{_cross_fitted(selection)})" if best else
             f" (no eligible node: {len(journal.excluded_nodes)} ok nodes break the constraints)"
             if journal.excluded_nodes else " (no working node)")),
         (f"its test {metric}", _fmt(facts.get("best_test"))
@@ -204,9 +210,9 @@ def _llm_text(llm: str) -> str:
     return f"`{llm}`"
 
 
-def _cross_fitted(facts: dict[str, Any]) -> str:
+def _cross_fitted(selection: Selection | None) -> str:
     """An ensemble answer's valid score scored the weights it chose: its honest twin."""
-    cross = (facts.get("selection") or {}).get("cross_fitted_raw")
+    cross = selection.cross_fitted_raw if selection is not None else None
     if cross is None:
         return ""
     return (f"; its weights were selected on these same rows: cross-fitted, each fold "
@@ -303,11 +309,12 @@ def memory_section(journal: Journal, record: dict[str, Any], metric: str) -> lis
 
 
 def write_summary(root: Path, task: PreparedTask, journal: Journal,
-                  tests: dict[str, float | None], facts: dict[str, Any]) -> Path:
+                  tests: dict[str, float | None], facts: dict[str, Any],
+                  selection: Selection | None = None) -> Path:
     lines = [f"# Run {root.name}", ""]
     lines += [f"- {label}: {value}" for label, value in overview(
         journal, facts, target=task.target, task_type=task.task_type,
-        metric=task.metric.name, maximize=task.metric.maximize)]
+        metric=task.metric.name, maximize=task.metric.maximize, selection=selection)]
     lines.append("")
     path = shown_path(journal)
     if path:
@@ -318,7 +325,7 @@ def write_summary(root: Path, task: PreparedTask, journal: Journal,
             for i, p in path
         ]
         lines.append("")
-    lines += selection_section(facts.get("selection") or {}, task.metric.name)
+    lines += selection_section(selection, task.metric.name)
     lines += programs_section(journal, facts)
     lines += _excluded_section(journal)
     lines += _verification_section(journal, facts.get("request_warnings") or [])
@@ -328,13 +335,13 @@ def write_summary(root: Path, task: PreparedTask, journal: Journal,
     if errors:
         lines += ["## Top errors", ""] + [f"- {e} ({n}x)" for e, n in errors] + [""]
     lines += ["## Files", ""] + [f"- `{name}`: {what}" for name, what in FILES]
-    lines += ["", *model_lines((facts.get("selection") or {}).get("model"), root), ""]
+    lines += ["", *model_lines(selection.model if selection else None, root), ""]
     out = root / "summary.md"
     out.write_text("\n".join(lines))
     return out
 
 
-def model_lines(record: dict[str, Any] | None, root: Path) -> list[str]:
+def model_lines(record: Mapping[str, Any] | None, root: Path) -> list[str]:
     """What `engine.predict` will do with the answer: its saved model, or train it again."""
     command = f"`python -m engine.predict {root} new_rows.csv -o predictions.csv`"
     if record and record.get("saved"):
@@ -353,40 +360,32 @@ def model_lines(record: dict[str, Any] | None, root: Path) -> list[str]:
             "train once on train+valid."]
 
 
-def selection_section(record: dict[str, Any], metric: str) -> list[str]:
-    """How the final best was chosen (`--select`), with the candidates it weighed."""
-    candidates = record.get("candidates") or []
-    if not record.get("winner") or (not candidates and not record.get("note")):
+def selection_section(selection: Selection | None, metric: str) -> list[str]:
+    """How the answer was chosen (`--select`): the rule, why this node (the comparison that
+    decided, an ensemble's check included), and the candidates it weighed with how each
+    compared (their test scores reported only)."""
+    if selection is None or selection.node_id is None:
         return []
-    lines = ["## Final selection", "", f"- method: {record['method']}"]
-    if record.get("note"):
-        lines.append(f"- {record['note']}")
-    copies = record.get("same_predictions") or {}
-    if copies:
+    comparison = selection.comparison
+    lines = ["## Final selection", "",
+             f"- rule: `--select {selection.rule}` ({selection.method})",
+             f"- answer: node {selection.node_id}"
+             + (f" ({selection.operator})" if selection.operator else "")
+             + f": {selection.reason()}"]
+    if comparison.same_predictions:
         lines.append("- not checked again, same valid predictions as a candidate: " + ", ".join(
-            f"{node} (= {kept})" for node, kept in copies.items()))
-    check = record.get("ensemble_check")
-    if check:
-        lines.append(f"- ensemble {check['node_id']}: the best beats it in "
-                     f"{check['p_best_beats_it']:.1%} of resamples")
-    if candidates:
-        cv = "cv_mean" in candidates[0]
-        how_header = "cv mean ± sd" if cv else "beats the baseline in"
-        lines += ["", f"| node | valid {metric} | {how_header} | test (reported only) | |",
-                  "|---|---|---|---|---|"]
-        for c in candidates:
-            if cv:
-                how = ("failed: " + c["error"][:60]) if c["cv_mean"] is None else (
-                    f"{c['cv_mean']:.5g} ± {c['cv_sd'] or 0:.2g}")
-            else:
-                p = c["p_beats_baseline"]
-                how = "no kept predictions" if p is None else f"{p:.1%} of resamples"
-            mark = "**in best/**" if c["node_id"] == record["winner"] else ""
-            lines.append(f"| {c['node_id']} | {_fmt(c['valid_raw'])} | {how} | "
-                         f"{_fmt(c.get('test_raw'))} | {mark} |")
-    if record["winner"] != record.get("search_best", record["winner"]):
-        lines += ["", f"The best valid score ({record['search_best']}) is not the answer: "
-                  f"best/ holds {record['winner']}."]
+            f"{node} (= {kept})" for node, kept in comparison.same_predictions))
+    if selection.candidates:
+        lines += ["", f"| node | operator | valid {metric} | compared | test (reported only) | |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {c.node_id} | {c.operator} | {_fmt(c.valid_raw)} | "
+                  f"{selection.comparison_text(c)} | {_fmt(c.test_raw)} | "
+                  + ("**in best/** |" if c.node_id == selection.node_id else " |")
+                  for c in selection.candidates]
+    search_best = comparison.search_best
+    if search_best and search_best != selection.node_id:
+        lines += ["", f"The best valid score ({search_best}) is not the answer: "
+                  f"best/ holds {selection.node_id}."]
     return [*lines, ""]
 
 
