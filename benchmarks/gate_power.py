@@ -34,7 +34,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +44,9 @@ from benchmarks.datasets import Dataset, suite
 from benchmarks.program_arms import arm_programs
 from benchmarks.run import outer_folds
 from common.errors import UserError, error_exit
+from common.metric import METRICS
 from engine.evaluation.folds import fold_splitter
+from engine.evaluation.select import resample_counts
 from fileio import write_atomic
 from search.families import PORTFOLIO
 from search.programs import keep_rule
@@ -53,6 +55,7 @@ FOLDS = 5
 SEEDS_PER_REPEAT = 2  # the engine's gate fits two seeds' pairs (search.programs.GATE_SEEDS)
 TRUTH_SEEDS = (101, 102, 103)
 REFERENCE = "lgbm_small_lr"
+ROW_RESAMPLES = 1000
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,9 @@ class Record:
     gains: list[list[list[float]]]  # [repeat][seed][fold], normalised metric with - without
     test_gain: float  # the truth: mean over TRUTH_SEEDS of the test score with - without
     test_reference: float  # the test score without the program (normalised)
+    # the paired bootstrap over the dev rows of their held-out predictions, each side's the
+    # mean over the seeds of the first 1 (or every) repeat: the share of resamples it wins
+    row_shares: dict[str, float] = field(default_factory=dict)
 
 
 # ---- fitting ---------------------------------------------------------------------------------
@@ -120,6 +126,13 @@ def _fit_predict(task_type: str, seed: int, x: pd.DataFrame, y: np.ndarray,
     return np.asarray(model.predict_proba(rows), dtype=float)  # type: ignore[attr-defined]
 
 
+@dataclass(frozen=True)
+class Scores:
+    folds: list[list[list[float]]]  # [repeat][seed][fold] held-out scores
+    test: float  # the mean test score over TRUTH_SEEDS
+    predictions: list[np.ndarray]  # per repeat, every dev row's held-out, mean over seeds
+
+
 class Fits:
     """The reference configuration's fits on one task's outer fold, with any program's columns;
     the side without a program is fitted once and shared by every program."""
@@ -151,36 +164,67 @@ class Fits:
             np.zeros(len(dev)), self.y_dev)) for r in range(repeats)]
         self.numeric = [c for c in self.dev_x.columns
                         if pd.api.types.is_numeric_dtype(self.dev_x[c])]
-        self._without: tuple[list[list[list[float]]], float] | None = None
+        self._without: Scores | None = None
+        self._counts: np.ndarray | None = None
 
     def _seeds(self, repeat: int) -> tuple[int, ...]:
         return tuple(1 + SEEDS_PER_REPEAT * repeat + s for s in range(SEEDS_PER_REPEAT))
 
-    def scores(self, program: str | None) -> tuple[list[list[list[float]]], float]:
-        """[repeat][seed][fold] held-out scores, and the mean test score over TRUTH_SEEDS."""
+    def scores(self, program: str | None) -> Scores:
+        """[repeat][seed][fold] held-out scores, the mean test score over TRUTH_SEEDS, and
+        each repeat's held-out predictions of every dev row, the mean over its seeds."""
         dev = _apply(program, self.dev_x) if program else self.dev_x
         test = _apply(program, self.test_x) if program else self.test_x
         dev, test = _encoded(dev, dev), _encoded(test, dev)
-        folds = []
+        folds, predictions = [], []
         for repeat, splits in enumerate(self.splits):
-            per_seed = []
+            per_seed, held_out = [], []
             for seed in self._seeds(repeat):
-                per_seed.append([
-                    _score(self.metric, self.y_dev[held],
-                           _fit_predict(self.task_type, seed, dev.iloc[fit], self.y_dev[fit],
-                                        dev.iloc[held]), self.classes)
-                    for fit, held in splits])
+                oof: np.ndarray | None = None
+                scores = []
+                for fit, held in splits:
+                    predicted = _fit_predict(self.task_type, seed, dev.iloc[fit],
+                                             self.y_dev[fit], dev.iloc[held])
+                    if oof is None:
+                        oof = np.zeros((len(dev), *predicted.shape[1:]))
+                    oof[held] = predicted
+                    scores.append(_score(self.metric, self.y_dev[held], predicted,
+                                         self.classes))
+                assert oof is not None  # FOLDS folds, each predicted
+                per_seed.append(scores)
+                held_out.append(oof)
             folds.append(per_seed)
+            predictions.append(np.mean(held_out, axis=0))
         truth = statistics.fmean(
             _score(self.metric, self.y_test,
                    _fit_predict(self.task_type, seed, dev, self.y_dev, test), self.classes)
             for seed in TRUTH_SEEDS)
-        return folds, truth
+        return Scores(folds, truth, predictions)
 
-    def without(self) -> tuple[list[list[list[float]]], float]:
+    def without(self) -> Scores:
         if self._without is None:
             self._without = self.scores(None)
         return self._without
+
+    def row_share(self, with_program: np.ndarray, without: np.ndarray) -> float:
+        """The share of bootstrap resamples of the dev rows on which `with_program`'s held-out
+        predictions score better than `without`'s (ties half), by the metric's resampled form
+        (common.metric, as the final selection compares answers)."""
+        if self._counts is None:
+            self._counts = resample_counts(len(self.y_dev), ROW_RESAMPLES)
+        spec = METRICS[self.metric]
+        sides = []
+        for predicted in (with_program, without):
+            if self.task_type == "regression":
+                labels, proba = predicted, None
+            else:
+                proba = pd.DataFrame(predicted, columns=list(self.classes))
+                labels = self.classes[predicted.argmax(axis=1)]
+            sides.append(spec.score_resamples(pd.Series(self.y_dev), pd.Series(labels), proba,
+                                              list(self.classes),
+                                              self._counts))
+        diff = sides[0] - sides[1] if spec.maximize else sides[1] - sides[0]
+        return float(np.mean(diff > 0) + 0.5 * np.mean(diff == 0))
 
 
 def measure(datasets: Sequence[Dataset], outer: int, repeats: int,
@@ -189,15 +233,19 @@ def measure(datasets: Sequence[Dataset], outer: int, repeats: int,
         for fold in range(outer):
             started = time.time()
             fits = Fits(dataset, fold, outer, repeats, max_rows)
-            base, base_test = fits.without()
+            base = fits.without()
             for arm in ("expert", "null"):
                 for index, program in enumerate(arm_programs(arm, dataset.name, fits.numeric)):
-                    scores, test = fits.scores(program)
+                    scores = fits.scores(program)
                     gains = [[[a - b for a, b in zip(ws, wo, strict=True)]
                               for ws, wo in zip(wr, br, strict=True)]
-                             for wr, br in zip(scores, base, strict=True)]
+                             for wr, br in zip(scores.folds, base.folds, strict=True)]
+                    shares = {f"{r}x{FOLDS}": fits.row_share(
+                        np.mean(scores.predictions[:r], axis=0),
+                        np.mean(base.predictions[:r], axis=0))
+                        for r in sorted({1, repeats})}
                     yield Record(dataset.name, fold, arm, index, program, fits.metric, gains,
-                                 test - base_test, base_test)
+                                 scores.test - base.test, base.test, shares)
             print(f"gate_power: {dataset.name} fold {fold}: {time.time() - started:.0f}s",
                   file=sys.stderr)
 
@@ -205,7 +253,11 @@ def measure(datasets: Sequence[Dataset], outer: int, repeats: int,
 # ---- rules -----------------------------------------------------------------------------------
 
 
-def _fold_means(gains: Sequence[Sequence[Sequence[float]]], repeats: int) -> list[float]:
+Gains = Sequence[Sequence[Sequence[float]]]  # [repeat][seed][fold]
+Rule = Callable[[Record], bool]
+
+
+def _fold_means(gains: Gains, repeats: int) -> list[float]:
     """Each (repeat, fold)'s gain, the mean over its seeds, for the first `repeats` repeats."""
     return [statistics.fmean(seeds[s][k] for s in range(len(seeds)))
             for seeds in gains[:repeats] for k in range(len(seeds[0]))]
@@ -224,7 +276,7 @@ def _t_p(values: Sequence[float], correction: float = 0.0) -> float:
     return float(stats.t.sf(t, n - 1))
 
 
-def today(gains: Sequence[Sequence[Sequence[float]]]) -> bool:
+def today(gains: Gains) -> bool:
     """The engine's rule before issue 74: the first seed's pair better on all folds but one, then
     the mean of both seeds better on every fold (search.programs.keep_rule)."""
     first = gains[0][0]
@@ -233,26 +285,49 @@ def today(gains: Sequence[Sequence[Sequence[float]]]) -> bool:
     return keep_rule(_fold_means(gains, 1))[0]
 
 
-def t_test(repeats: int, alpha: float, correction: float) -> Callable[[Sequence[Sequence[
-        Sequence[float]]]], bool]:
-    def rule(gains: Sequence[Sequence[Sequence[float]]]) -> bool:
+def t_test(repeats: int, alpha: float, correction: float) -> Callable[[Gains], bool]:
+    def rule(gains: Gains) -> bool:
         values = _fold_means(gains, repeats)
         return statistics.fmean(values) > 0 and _t_p(values, correction) < alpha
     return rule
 
 
-def mean_positive(gains: Sequence[Sequence[Sequence[float]]]) -> bool:
+def screened(rule: Callable[[Gains], bool]) -> Callable[[Gains], bool]:
+    """`rule` for a program whose first pair (repeat 0, its first seed) gained by the mean: the
+    others are fitted only then."""
+    return lambda gains: statistics.fmean(gains[0][0]) > 0 and rule(gains)
+
+
+def mean_positive(gains: Gains) -> bool:
     return statistics.fmean(_fold_means(gains, 1)) > 0
 
 
-RULES: dict[str, Callable[[Sequence[Sequence[Sequence[float]]]], bool]] = {
-    "today: every fold better (1x5, 2 seeds)": today,
-    "mean gain > 0 (1x5, 2 seeds)": mean_positive,
-    "t-test p<0.05 (1x5, 2 seeds)": t_test(1, 0.05, 0.0),
-    "t-test p<0.10 (1x5, 2 seeds)": t_test(1, 0.10, 0.0),
-    "t-test p<0.05 (3x5, 2 seeds, corrected)": t_test(3, 0.05, 1 / (FOLDS - 1)),
-    "t-test p<0.10 (3x5, 2 seeds, corrected)": t_test(3, 0.10, 1 / (FOLDS - 1)),
-    "t-test p<0.05 (2x5, 2 seeds, corrected)": t_test(2, 0.05, 1 / (FOLDS - 1)),
+def rows_better(repeats: int, share: float) -> Rule:
+    def rule(record: Record) -> bool:
+        return record.row_shares.get(f"{repeats}x{FOLDS}", 0.0) >= share
+    return rule
+
+
+def _on_gains(rule: Callable[[Gains], bool]) -> Rule:
+    return lambda record: rule(record.gains)
+
+
+RULES: dict[str, Rule] = {
+    "today: every fold better (1x5, 2 seeds)": _on_gains(today),
+    "mean gain > 0 (1x5, 2 seeds)": _on_gains(mean_positive),
+    "t-test p<0.05 (1x5, 2 seeds)": _on_gains(t_test(1, 0.05, 0.0)),
+    "t-test p<0.10 (1x5, 2 seeds)": _on_gains(t_test(1, 0.10, 0.0)),
+    "t-test p<0.05 (3x5, 2 seeds)": _on_gains(t_test(3, 0.05, 0.0)),
+    "t-test p<0.01 (3x5, 2 seeds)": _on_gains(t_test(3, 0.01, 0.0)),
+    "t-test p<0.05 (2x5, 2 seeds)": _on_gains(t_test(2, 0.05, 0.0)),
+    "first pair's mean > 0, then t-test p<0.05 (3x5, 2 seeds)":
+        _on_gains(screened(t_test(3, 0.05, 0.0))),
+    "t-test p<0.05 (3x5, 2 seeds, corrected)": _on_gains(t_test(3, 0.05, 1 / (FOLDS - 1))),
+    "t-test p<0.10 (3x5, 2 seeds, corrected)": _on_gains(t_test(3, 0.10, 1 / (FOLDS - 1))),
+    "rows better in 95 % of resamples (1x5, 2 seeds)": rows_better(1, 0.95),
+    "rows better in 99 % of resamples (1x5, 2 seeds)": rows_better(1, 0.99),
+    "rows better in 95 % of resamples (3x5, 2 seeds)": rows_better(3, 0.95),
+    "rows better in 99 % of resamples (3x5, 2 seeds)": rows_better(3, 0.99),
 }
 
 
@@ -269,7 +344,7 @@ def _interval(k: int, n: int) -> str:
     return f"{100 * max(0.0, centre - half):.0f}-{100 * min(1.0, centre + half):.0f} %"
 
 
-def _rules(repeats: int) -> dict[str, Callable[[Sequence[Sequence[Sequence[float]]]], bool]]:
+def _rules(repeats: int) -> dict[str, Rule]:
     """The rules that read no more repeats than were fitted."""
     return {name: rule for name, rule in RULES.items()
             if not any(f"{r}x{FOLDS}" in name for r in range(repeats + 1, 10))}
@@ -287,18 +362,18 @@ def table(records: Sequence[Record]) -> str:
              "expert kept that did not |", "|---|---|---|---|---|"]
     rules = _rules(repeats)
     for name, rule in rules.items():
-        false = sum(rule(r.gains) for r in nulls)
-        good = sum(rule(r.gains) for r in helped)
-        bad = sum(rule(r.gains) for r in experts if r.test_gain <= 0)
+        false = sum(rule(r) for r in nulls)
+        good = sum(rule(r) for r in helped)
+        bad = sum(rule(r) for r in experts if r.test_gain <= 0)
         lines.append(f"| {name} | {false} / {len(nulls)} | {_interval(false, len(nulls))} | "
                      f"{good} / {len(helped)} | {bad} / {len(experts) - len(helped)} |")
     lines += ["", "Per task (expert programs: helped test / kept by each rule, in the order "
               "above):", ""]
     for task in sorted({r.task for r in records}):
         mine = [r for r in experts if r.task == task]
-        kept = [str(sum(rule(r.gains) for r in mine if r.test_gain > 0))
+        kept = [str(sum(rule(r) for r in mine if r.test_gain > 0))
                 for rule in rules.values()]
-        nkept = [str(sum(rule(r.gains) for r in nulls if r.task == task))
+        nkept = [str(sum(rule(r) for r in nulls if r.task == task))
                  for rule in rules.values()]
         lines.append(f"- {task}: {sum(r.test_gain > 0 for r in mine)} of {len(mine)} expert "
                      f"programs helped test; kept of those {', '.join(kept)}; "

@@ -256,7 +256,7 @@ class Step:
             self.program = ProgramGate(
                 search.task, folds, search.dev_labels.iloc[folds.held_out], self.proposal.idea,
                 search.reference_sides.get(key), written.second_pair,
-                partial(search.keep_reference_sides, key))
+                partial(search.keep_reference_sides, key), written.gate_splits)
         if self.program is not None and self.program.kept:
             self._queue(written.with_program_code, (ALL_FOLDS,))
         elif written.all_folds_code:

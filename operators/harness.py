@@ -302,8 +302,6 @@ for _treeml_fold in sorted(set(FOLDS[FOLDS >= 0].tolist())):
     _treeml_part = _treeml_frame(test_pred, len(X_test), "X_test")
     _treeml_part.insert(0, "fold", _treeml_fold)
     _treeml_test.append(_treeml_part)
-    if _treeml_gate is not None:
-        _treeml_gate_fold(_treeml_args, _treeml_out, _treeml_fold)
 os.makedirs("submission", exist_ok=True)
 pd.concat(_treeml_valid).sort_index().to_csv("submission/valid.csv", index=False)
 pd.concat(_treeml_test).to_csv("submission/test.csv", index=False)
@@ -314,41 +312,36 @@ if _treeml_gate is not None:
     _treeml_gate_write()
 """
 
-# A feature program's gate (operators/models.py gate_part): on every fold, each pair of
-# GATE_SEEDS fitted afresh, with and without the newest program. submission/gate.csv holds one
-# block of out-of-fold predictions per seed and arm (`fold`: block 2 * i for seed i with the
-# program, 2 * i + 1 without; the even blocks alone when gate_models gives the side with the
-# program alone), in held-out order as submission/valid.csv; GATE_TEST adds
-# submission/gate_test.csv, each block's test predictions per fold (`block`, `fold`).
+# A feature program's gate (operators/models.py gate_part): each (split, seed) of GATE_PAIRS
+# fitted afresh, with and without the newest program, on every fold of its split (0: the run's
+# folds; r: input/folds.csv's column gate<r>, or the run's folds where it has none, as on the
+# holdout). submission/gate.csv holds one block of held-out predictions per pair and side
+# (`fold`: block 2 * i for pair i with the program, 2 * i + 1 without; the even blocks alone
+# when gate_models gives the side with the program alone), in held-out order as
+# submission/valid.csv.
 _GATE = """
 _treeml_gate = globals().get("gate_models")
-_treeml_gate_valid, _treeml_gate_test = {}, []
-
-
-def _treeml_gate_fold(args, held, fold):
-    for i, seed in enumerate(GATE_SEEDS):
-        for arm, model in enumerate(_treeml_gate(seed)):
-            model.fit(args[0], args[1])
-            part = _treeml_frame(_treeml_predict(model, args[2]), int(held.sum()),
-                                 "the held-out rows")
-            part.index = np.flatnonzero(held)
-            _treeml_gate_valid.setdefault(2 * i + arm, []).append(part)
-            if globals().get("GATE_TEST"):
-                part = _treeml_frame(_treeml_predict(model, args[3]), len(args[3]), "X_test")
-                part.insert(0, "fold", fold)
-                part.insert(0, "block", 2 * i + arm)
-                _treeml_gate_test.append(part)
 
 
 def _treeml_gate_write():
-    blocks = []
-    for block, parts in sorted(_treeml_gate_valid.items()):
-        frame = pd.concat(parts).sort_index()
-        frame.insert(0, "fold", block)
-        blocks.append(frame)
+    splits, blocks = pd.read_csv("input/folds.csv"), []
+    for i, (split, seed) in enumerate(GATE_PAIRS):
+        column = f"gate{split}"
+        fold_of = splits[column].to_numpy() if split and column in splits else FOLDS
+        parts = {}
+        for fold in sorted(set(fold_of[fold_of >= 0].tolist())):
+            learn, held = fold_of != fold, fold_of == fold
+            for arm, model in enumerate(_treeml_gate(seed)):
+                model.fit(X[learn].reset_index(drop=True), y[learn].reset_index(drop=True))
+                part = _treeml_frame(_treeml_predict(model, X[held].reset_index(drop=True)),
+                                     int(held.sum()), "the held-out rows")
+                part.index = np.flatnonzero(held)
+                parts.setdefault(2 * i + arm, []).append(part)
+        for block, frames in parts.items():
+            frame = pd.concat(frames).sort_index()
+            frame.insert(0, "fold", block)
+            blocks.append(frame)
     pd.concat(blocks).to_csv("submission/gate.csv", index=False)
-    if _treeml_gate_test:
-        pd.concat(_treeml_gate_test).to_csv("submission/gate_test.csv", index=False)
 
 """
 

@@ -23,7 +23,7 @@ from operators.kinds import kind_of
 from search.node import Operator, Status
 from search.policy import Proposal
 from search.programs import (
-    GATE_SEEDS,
+    GATE_PAIRS,
     PROGRAM_SHARE,
     REJECTED,
     gate_of,
@@ -65,7 +65,7 @@ def test_a_program_that_helps_is_kept_and_the_others_are_refused(
     assert is_kept(helps), helps.gate
     gate = gate_of(helps)
     assert gate is not None and gate.added == ("ab",) and gate.reference
-    assert gate.pairs == len(GATE_SEEDS)  # judged on fresh pairs, not the reference's run
+    assert gate.pairs == len(GATE_PAIRS)  # judged on fresh pairs, not the reference's run
     # y is a * b: the model with the program relies on its column most; the next program's
     # prompt shows what the model of the latest scored program relied on
     assert next(iter(reported_importances(helps.stdout_tail))) == "ab", helps.stdout_tail

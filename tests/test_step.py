@@ -29,7 +29,7 @@ from sandbox import ExecResult
 from search.journal import Journal
 from search.node import Node, Operator, Status, code_hash
 from search.policy import Proposal
-from search.programs import REJECTED, Gate
+from search.programs import GATE_PAIRS, REJECTED, Gate
 from tests.helpers import make_data, make_node
 
 GOOD = ("A ridge model.\n```python\nfrom sklearn.linear_model import Ridge\n\n\n"
@@ -226,26 +226,28 @@ def test_a_references_sides_without_the_program_are_fitted_once(task: PreparedTa
     feature set and the seed: the first program on a reference fits them, the search keeps
     them, and a later program there fits the sides with the program alone and is judged
     against the kept ones; another configuration or feature set fits its own. The pairs come
-    in two runs: the first seed's, and the second seed's only for a program that the first
-    pair found better on every group but at most one."""
+    in two runs: the first pair's, and the others only for a program whose first pair gained
+    by the mean."""
     search = _features_search(task)
     first, run = _program_run(search, _program('df["ab"] = df["a"] * df["b"]'))
-    assert BOTH_SIDES in run.code and "GATE_SEEDS = (1,)" in run.code
+    assert BOTH_SIDES in run.code and f"GATE_PAIRS = {GATE_PAIRS[:1]!r}" in run.code
     assert search.reference_sides == {}
-    # better than its absence by 0.1 in every row: its second pair runs, both sides
+    # better than its absence by 0.1 in every row: its other pairs run, both sides
     second_run = _ran(first, _program_ran(task, {0: 0.1, 1: 0.2}))
     assert isinstance(second_run, Execute) and second_run.folds == (-1,)
-    assert BOTH_SIDES in second_run.code and "GATE_SEEDS = (2,)" in second_run.code
+    assert BOTH_SIDES in second_run.code and f"GATE_PAIRS = {GATE_PAIRS[1:]!r}" in second_run.code
     assert len(search.reference_sides[("", "lgbm", PARAMS)]) == 1  # kept at once
-    done = _ran(first, _program_ran(task, {0: 0.1, 1: 0.2}))
+    later = len(GATE_PAIRS) - 1
+    done = _ran(first, _program_ran(task, {b: 0.1 + 0.1 * (b % 2) for b in range(2 * later)}))
     assert isinstance(done, Done) and done.node.status is Status.OK, done.node.error
     gate = Gate.from_json(done.node.gate)
-    assert gate is not None and gate.kept and gate.pairs == 2 and not gate.reused
-    assert len(gate.seed_gains) == 2 and gate.gains == pytest.approx(gate.seed_gains[0])
+    assert gate is not None and gate.kept and gate.pairs == len(GATE_PAIRS) and not gate.reused
+    assert gate.splits == tuple(split for split, _ in GATE_PAIRS)
+    assert len(gate.gains) == 15 and gate.gains == pytest.approx((0.1,) * 15, rel=1e-6)
     assert done.node.exec_seconds == pytest.approx(3.0)  # both runs count
     assert [run[0] for run in json.loads(done.node.runs)] == [-2, -1]
     assert list(search.reference_sides) == [("", "lgbm", PARAMS)]
-    assert len(search.reference_sides[("", "lgbm", PARAMS)]) == 2
+    assert len(search.reference_sides[("", "lgbm", PARAMS)]) == len(GATE_PAIRS)
     # the next program on the same reference fits the sides with it alone; worse than its
     # absence, it stops after its first pair
     second, run = _program_run(search, _program('df["ac"] = df["a"] * df["c"]'))
@@ -261,9 +263,9 @@ def test_a_references_sides_without_the_program_are_fitted_once(task: PreparedTa
     third, run = _program_run(search, _program('df["a2"] = df["a"] * df["a"]'))
     second_run = _ran(third, _program_ran(task, {0: 0.1}))
     assert isinstance(second_run, Execute) and BOTH_SIDES not in second_run.code
-    done = _ran(third, _program_ran(task, {0: 0.1}))
+    done = _ran(third, _program_ran(task, {2 * b: 0.1 for b in range(later)}))
     gate = Gate.from_json(done.node.gate) if isinstance(done, Done) else None
-    assert gate is not None and gate.kept and gate.reused and gate.pairs == 2
+    assert gate is not None and gate.kept and gate.reused and gate.pairs == len(GATE_PAIRS)
     # another configuration, or another feature set, pairs with sides of its own
     assert BOTH_SIDES in _program_run(search, _program('df["bc2"] = df["b"] - df["c"]'),
                                       config=(("learning_rate", 0.2), ("n_estimators", 50)))[1].code
@@ -292,15 +294,18 @@ def test_a_program_whose_second_pair_gives_no_gains_is_scored_and_not_kept(
                 else "before its second pair ran") in gate.reason
 
 
-def test_a_reference_without_a_seed_is_judged_on_one_pair(task: PreparedTask) -> None:
-    """Another seed fits the same model: one run, and the rule reads its one pair."""
+def test_a_reference_without_a_seed_is_judged_on_one_pair_a_split(task: PreparedTask) -> None:
+    """Another seed fits the same model: one pair on each split, and the rule reads those."""
     search = _features_search(task)
     step, run = _program_run(search, _program('df["ab"] = df["a"] * df["b"]'),
                              config=(("alpha", 1.0),), family="linear")
-    assert "GATE_SEEDS = (1,)" in run.code
-    done = _ran(step, _program_ran(task, {0: 0.1, 1: 0.2}))
+    assert "GATE_PAIRS = ((0, 1),)" in run.code
+    second_run = _ran(step, _program_ran(task, {0: 0.1, 1: 0.2}))
+    assert isinstance(second_run, Execute)
+    assert "GATE_PAIRS = ((1, 3), (2, 5))" in second_run.code
+    done = _ran(step, _program_ran(task, {0: 0.1, 1: 0.2, 2: 0.1, 3: 0.2}))
     gate = Gate.from_json(done.node.gate) if isinstance(done, Done) else None
-    assert gate is not None and gate.kept and gate.pairs == 1, gate
+    assert gate is not None and gate.kept and gate.pairs == 3 and gate.splits == (0, 1, 2)
 
 
 TREES = ("from sklearn.ensemble import ExtraTreesRegressor\n\n"

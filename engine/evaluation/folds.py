@@ -27,6 +27,7 @@ import pandas as pd
 from sklearn.model_selection import KFold, StratifiedKFold
 
 from engine.task.prepare import PreparedTask, csv_bytes
+from search.programs import GATE_PAIRS
 
 HOLDOUT = 1
 FOLD_ROWS = ((20_000, 5),)  # (dev rows at most, folds); above: the holdout
@@ -56,6 +57,10 @@ class Folds:
     k: int
     seed: int
     fold_of: np.ndarray
+    # the other splits of the same rows into k folds that a feature program's gate fits its
+    # pairs on (search.programs.GATE_PAIRS): split r's fold of each row is gate_of[r - 1];
+    # none on the holdout, whose gate groups its valid rows at random instead
+    gate_of: tuple[np.ndarray, ...] = ()
 
     @property
     def held_out(self) -> np.ndarray:
@@ -77,12 +82,24 @@ class Folds:
             groups = np.random.default_rng(seed).permutation(len(groups)) % HOLDOUT_GROUPS
         return groups
 
+    def gate_groups(self, split: int) -> np.ndarray:
+        """The group of each held-out row (in `held_out` order) in the gate's split `split`:
+        its fold there, or on the holdout (and in runs stored before the splits) one of
+        HOLDOUT_GROUPS random groups, seeded by the split."""
+        if split == 0:
+            return self.groups()
+        if split <= len(self.gate_of):
+            return self.gate_of[split - 1][self.held_out]
+        return np.random.default_rng(split).permutation(len(self.held_out)) % HOLDOUT_GROUPS
+
     def to_json(self) -> dict[str, Any]:
-        return {"k": self.k, "seed": self.seed, "fold_of": self.fold_of.tolist()}
+        return {"k": self.k, "seed": self.seed, "fold_of": self.fold_of.tolist(),
+                "gate_of": [split.tolist() for split in self.gate_of]}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Folds:
-        return cls(int(data["k"]), int(data["seed"]), np.asarray(data["fold_of"], dtype=int))
+        return cls(int(data["k"]), int(data["seed"]), np.asarray(data["fold_of"], dtype=int),
+                   tuple(np.asarray(split, dtype=int) for split in data.get("gate_of", ())))
 
     def dumps(self) -> str:
         return json.dumps(self.to_json())
@@ -107,13 +124,25 @@ def make_folds(task: PreparedTask, k: int | None = None, seed: int = 0) -> Folds
         fold_of[n_train:] = 0
         return Folds(HOLDOUT, seed, fold_of)
     labels = dev_labels(task).astype(str).to_numpy()
-    splitter = fold_splitter(task.task_type, k, seed)
-    fold_of = np.empty(n_dev, dtype=int)
+    splits = max(split for split, _ in GATE_PAIRS)
+    return Folds(k, seed, _fold_of(task.task_type, k, seed, labels),
+                 tuple(_fold_of(task.task_type, k, seed + GATE_SPLIT_SEED * r, labels)
+                       for r in range(1, splits + 1)))
+
+
+# The gate's split r shuffles with the run's seed plus r times this (any seed but the run's).
+GATE_SPLIT_SEED = 7919
+
+
+def _fold_of(task_type: str, k: int, seed: int, labels: np.ndarray) -> np.ndarray:
+    """Each row's fold of `k`, shuffled with `seed` (stratified by `labels` for classes)."""
+    fold_of = np.empty(len(labels), dtype=int)
     with warnings.catch_warnings():  # a class rarer than k rows: still split, less stratified
         warnings.simplefilter("ignore", UserWarning)
-        for fold, (_, rows) in enumerate(splitter.split(np.zeros(n_dev), labels)):
+        for fold, (_, rows) in enumerate(fold_splitter(task_type, k, seed).split(
+                np.zeros(len(labels)), labels)):
             fold_of[rows] = fold
-    return Folds(k, seed, fold_of)
+    return fold_of
 
 
 def fold_splitter(task_type: str, k: int, seed: int) -> KFold | StratifiedKFold:
@@ -141,11 +170,14 @@ def fold_inputs(task: PreparedTask, folds: Folds, fold: int) -> dict[str, bytes]
 
 def all_folds_inputs(task: PreparedTask, folds: Folds) -> dict[str, bytes]:
     """The input/ folder of engine-written code that runs every fold in one process: every dev
-    row with its label and its fold. Never given to LLM-written code, whose every fold is its
-    own sandbox run that sees no label of the rows it predicts."""
+    row with its label, its fold, and its fold in each of the gate's other splits. Never given
+    to LLM-written code, whose every fold is its own sandbox run that sees no label of the rows
+    it predicts."""
     return {
         "train.csv": csv_bytes(dev_frame(task)),
-        FOLDS_FILE: csv_bytes(pd.DataFrame({"fold": folds.fold_of})),
+        FOLDS_FILE: csv_bytes(pd.DataFrame({
+            "fold": folds.fold_of,
+            **{f"gate{r}": split for r, split in enumerate(folds.gate_of, start=1)}})),
         "test.csv": task.split_files["test.csv"],
         "description.md": task.description.encode("utf-8"),
     }

@@ -2,17 +2,18 @@
 against the same configuration without it, group by group.
 
 Both sides are fitted afresh in the program's own runs (operators/models.py `gate_part`): for
-each of a few new seeds, the configuration with and without the program on every fold, so
-the two differ only by the program (the first seed's pair in the program's run, the others in
-a second run for a program that pair found promising: `search.programs.screen`). The
-reference's own stored predictions are not the other side: the reference is the best of the
-floor's trials, and part of why it is best is its seed's luck, which no other fit shares. The
-groups are the run's folds (on the holdout, fixed random groups of the valid rows), each
-group's gain is the mean over the seeds, and `search.programs.keep_rule` decides
-(`search.programs.judge`). The side without the program depends only on the reference
-configuration, its feature set and the seed: the search keeps it from the first program's run
-on them, and later programs there fit the side with the program alone. A step holds its
-program's gate in progress as a `ProgramGate`.
+each (split, seed) pair of `search.programs.gate_pairs`, the configuration with and without the
+program on every fold of the split, so the two differ only by the program (the first pair in
+the program's run, the others in a second run for a program that pair found promising:
+`search.programs.screen`). The reference's own stored predictions are not the other side: the
+reference is the best of the floor's trials, and part of why it is best is its seed's luck,
+which no other fit shares. The groups are each split's folds (`Folds.gate_groups`; on the
+holdout, random groups of the valid rows), each (split, group)'s gain is the mean over that
+split's pairs, and `search.programs.keep_rule` decides (`search.programs.judge`). The side
+without the program depends only on the reference configuration, its feature set and the
+pair: the search keeps it from the first program's run on them, and later programs there fit
+the side with the program alone. A step holds its program's gate in progress as a
+`ProgramGate`.
 """
 
 from __future__ import annotations
@@ -95,10 +96,11 @@ class GateRound:
 
 
 def gate_round(task: PreparedTask, folds: Folds, truth: pd.Series, gate_csv: bytes | None,
-               kept_without: Sequence[pd.DataFrame] = ()) -> GateRound:
-    """The pairs a program's run wrote to `gate_csv` (`truth`: the held-out rows' labels),
-    against `kept_without` (sides kept from an earlier program's run) for a run that fitted
-    the sides with the program alone."""
+               kept_without: Sequence[pd.DataFrame] = (),
+               splits: Sequence[int] = (0,)) -> GateRound:
+    """The pairs a program's run wrote to `gate_csv` (`truth`: the held-out rows' labels; each
+    pair fitted on the folds of its split in `splits`), against `kept_without` (sides kept
+    from an earlier program's run) for a run that fitted the sides with the program alone."""
     if gate_csv is None:
         return GateRound(problem="its run wrote no fresh pairs")
     try:
@@ -107,11 +109,12 @@ def gate_round(task: PreparedTask, folds: Folds, truth: pd.Series, gate_csv: byt
         return GateRound(problem=str(exc))
     reused = not without
     without = without or list(kept_without)
-    if len(without) != len(with_program):
+    if len(without) != len(with_program) or len(with_program) != len(splits):
         return GateRound(problem=f"submission/gate.csv holds {len(with_program)} sides with the "
-                         f"program against {len(without)} without it; expected pairs")
-    gains = tuple(tuple(group_gains(task, truth, w, wo, folds.groups()))
-                  for w, wo in zip(with_program, without, strict=True))
+                         f"program against {len(without)} without it; expected "
+                         f"{len(splits)} pairs")
+    gains = tuple(tuple(group_gains(task, truth, w, wo, folds.gate_groups(split)))
+                  for w, wo, split in zip(with_program, without, splits, strict=True))
     return GateRound(gains, tuple(without), reused)
 
 
@@ -126,11 +129,13 @@ class ProgramGate:
 
     def __init__(self, task: PreparedTask, folds: Folds, truth: pd.Series, reference: str,
                  kept: Sequence[pd.DataFrame] | None, second_pair: tuple[str, str] | tuple[()],
-                 keep: Callable[[list[pd.DataFrame]], None]) -> None:
+                 keep: Callable[[list[pd.DataFrame]], None],
+                 splits: Sequence[int] = (0, 0)) -> None:
         self.task, self.folds, self.truth = task, folds, truth
         self.reference = reference  # the node it pairs with
         self.kept = list(kept or [])
-        self.second_pair = second_pair  # its code fitting the later seeds' pairs
+        self.second_pair = second_pair  # its code fitting the pairs after the first
+        self.splits = tuple(splits)  # each pair's split, the first run's pair first
         self.keep = keep
         self.added: tuple[str, ...] = ()  # the columns the program added
         self.first = GateRound()  # what its first run gave the gate
@@ -140,30 +145,34 @@ class ProgramGate:
         """Gate the program on its first run's pair; the code of its second pair's run when
         that pair is to run first, else "" (the gate is decided)."""
         self.added = added
-        pairs = gate_round(self.task, self.folds, self.truth, gate_csv, self.kept[:1])
+        pairs = gate_round(self.task, self.folds, self.truth, gate_csv, self.kept[:1],
+                           self.splits[:1])
         if pairs.problem:
             self.gate = pairs.unjudged(self.reference, added).to_json()
             return ""
         if not self.kept:
             self.keep(list(pairs.without))
         if self.second_pair:
-            screened = screen(self.reference, added, pairs.seed_gains, pairs.reused)
+            screened = screen(self.reference, added, pairs.seed_gains, pairs.reused,
+                              self.splits[:1])
             if screened is None:
                 self.first = pairs
                 both, alone = self.second_pair
                 return alone if len(self.kept) > 1 else both
             self.gate = screened.to_json()
         else:
-            self.gate = judge(self.reference, added, pairs.seed_gains, pairs.reused).to_json()
+            self.gate = judge(self.reference, added, pairs.seed_gains, pairs.reused,
+                              self.splits[:1]).to_json()
         return ""
 
     def second_pair_ran(self, result: ExecResult) -> None:
-        """Its second pair's run ended: the gate on both pairs."""
+        """Its second run (the pairs after the first) ended: the gate on every pair."""
         if result.status != Status.OK.value:
             why = result.error or result.stderr_tail[-300:]
             self.first_pair_only(f"its second pair's run ended {result.status}: {why}")
             return
-        pairs = gate_round(self.task, self.folds, self.truth, result.gate_csv, self.kept[1:])
+        pairs = gate_round(self.task, self.folds, self.truth, result.gate_csv, self.kept[1:],
+                           self.splits[1:])
         if pairs.problem:
             self.first_pair_only(pairs.problem)
             return
@@ -171,10 +180,11 @@ class ProgramGate:
         if len(self.kept) < 2:
             self.keep([*first.without, *pairs.without])
         self.gate = judge(self.reference, self.added, first.seed_gains + pairs.seed_gains,
-                          first.reused and pairs.reused).to_json()
+                          first.reused and pairs.reused, self.splits).to_json()
 
     def first_pair_only(self, why: str) -> None:
         """The gate of a program whose second pair gave no gains (`why`): not kept, its first
         pair's gains recorded."""
-        gate = judge(self.reference, self.added, self.first.seed_gains, self.first.reused)
+        gate = judge(self.reference, self.added, self.first.seed_gains, self.first.reused,
+                     self.splits[:1])
         self.gate = replace(gate, kept=False, reason=f"not kept: {why}").to_json()

@@ -36,10 +36,13 @@ class EngineCode:
     # a search that kept the sides without it from an earlier program's run on the same
     # reference configuration and feature set; "" for every other node.
     with_program_code: str = ""
-    # A feature program's all-folds runs fitting its gate's pairs of the seeds after the first
-    # (search.programs.screen): both sides, and the side with the program alone; () for a
-    # reference without a seed (each seed fits the same model) and for every other node.
+    # A feature program's all-folds runs fitting its gate's pairs after the first
+    # (search.programs.screen): both sides, and the side with the program alone; () for every
+    # other node.
     second_pair: tuple[str, str] | tuple[()] = ()
+    # Each of a feature program's gate pairs' split (search.programs.gate_pairs), in the order
+    # its runs fit them; () for every other node.
+    gate_splits: tuple[int, ...] = ()
 
 
 class OperatorKind:

@@ -39,7 +39,7 @@ from operators.replies import Parsed, one_line
 from search.journal import Journal
 from search.node import Operator, Status
 from search.policy import Proposal
-from search.programs import GATE_SEEDS, REJECTED, gate_of
+from search.programs import REJECTED, gate_of, gate_pairs
 
 # The reply ends at its first statement (STOP), which ends by token 48 in 98 % of replies: the
 # cap only bounds a long one. Measured: benchmarks/results/llm-gain-2026-11-29c and -29d.
@@ -323,15 +323,16 @@ class Features(FloorKind):
         (`EngineCode.with_program_code`)."""
         chain = [*chain_programs(journal, proposal.parent_id), code]
 
-        def run_code(seeds: tuple[int, ...], without: bool) -> str:
+        def run_code(pairs: tuple[tuple[int, int], ...], without: bool) -> str:
             return assemble(ctx, model_code(ctx, proposal.family, proposal.param_dict, chain,
-                                            check=True, gate_seeds=seeds, gate_without=without),
+                                            check=True, gate_pairs=pairs, gate_without=without),
                             all_folds=True)
 
-        first, later = GATE_SEEDS[:1], GATE_SEEDS[1:]
+        pairs = gate_pairs(seeded(ctx, proposal.family))
+        first, later = pairs[:1], pairs[1:]
         model = model_code(ctx, proposal.family, proposal.param_dict, chain, check=True,
-                           gate_seeds=first)
-        second = (run_code(later, True), run_code(later, False)) \
-            if later and seeded(ctx, proposal.family) else ()
+                           gate_pairs=first)
+        second = (run_code(later, True), run_code(later, False)) if later else ()
         return EngineCode("", assemble(ctx, model), run_code(first, True),
-                          run_code(first, False), second)
+                          run_code(first, False), second,
+                          tuple(split for split, _ in pairs))
