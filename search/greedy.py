@@ -29,7 +29,7 @@ from search.floor import program_proposal
 from search.ideas import draft_idea, improve_idea
 from search.journal import Journal
 from search.node import Node, Operator
-from search.policy import InFlightKey, Proposal, register
+from search.policy import InFlightKey, PolicyOptions, Proposal, register
 from search.programs import SCRIPT_STEPS, programs_turn
 
 # Steps whose result may give greedy something to debug or improve.
@@ -37,19 +37,7 @@ LLM_STEPS = SCRIPT_STEPS
 
 
 @dataclass
-class GreedyPolicy:
-    seed: int = 0
-    num_drafts: int = 3
-    debug_prob: float = 0.5
-    max_debug_depth: int = 3
-    base_temperature: float = 0.7
-    ideas: str = "all"  # draft and improvement idea pools (search.ideas.IDEA_POOLS)
-    # Retrieved cases (--memory): ids of other tasks' working code, nearest first; up to
-    # `recalls` of them (None: all) are adapted by recall drafts, in the first root slots
-    cases: tuple[str, ...] = ()
-    recalls: int | None = None
-    case_nodes: bool = False  # the floor runs each case as stored: recall the best here
-    writes: str = "scripts"  # what the LLM writes: search.programs.WRITES
+class GreedyPolicy(PolicyOptions):
     name: str = "greedy"
 
     def __post_init__(self) -> None:
@@ -73,9 +61,11 @@ class GreedyPolicy:
 
     def _one(self, journal: Journal, taken: Mapping[InFlightKey, int]) -> Proposal | None:
         if self.writes == "features":  # none until the floor has scored a configuration
-            return program_proposal(journal, self.base_temperature)
+            return program_proposal(journal, self.base_temperature, questions=self.questions,
+                                    in_flight=taken)
         if self.writes == "both" and programs_turn(journal, taken):
-            program = program_proposal(journal, self.base_temperature)
+            program = program_proposal(journal, self.base_temperature,
+                                       questions=self.questions, in_flight=taken)
             if program is not None:
                 return program
         return self._script(journal, taken)

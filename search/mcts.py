@@ -32,7 +32,7 @@ from search.floor import program_proposal, reference
 from search.ideas import draft_idea, improve_idea
 from search.journal import Journal
 from search.node import Node, Operator
-from search.policy import InFlightKey, Proposal, register
+from search.policy import InFlightKey, PolicyOptions, Proposal, register
 from search.programs import kept_programs, programs_turn
 
 ROOT = 0  # index of the virtual root in a _Tree; journal nodes follow from 1
@@ -208,34 +208,23 @@ class _Tree:
 
 
 @dataclass
-class MCTSPolicy:
+class MCTSPolicy(PolicyOptions):
     """UCT over the Journal.
 
     `exploration` is the UCB1 constant c. Rewards lie in [0, 1], where UCB1's bound uses
     sqrt(2) ~ 1.41; 1.0 leans a little toward exploiting good subtrees because every visit is a
     full LLM call plus a training run, while virtual loss already spreads parallel workers.
     `debug_prob` is accepted so one CLI can pass the same options to every policy; UCT decides
-    when to debug here.
+    when to debug here. Retrieved cases get a recall root each for the first `recalls`, in the
+    first root slots: MCTS recalls the nearest; it does not wait for the floor's case nodes
+    (`case_nodes`, accepted like greedy's) to pick one.
     """
 
-    seed: int = 0
-    num_drafts: int = 3
-    debug_prob: float = 0.5
-    max_debug_depth: int = 3
-    base_temperature: float = 0.7
-    ideas: str = "all"  # draft and improvement idea pools (search.ideas.IDEA_POOLS)
     exploration: float = 1.0
     virtual_loss: float = 1.0
     widening_k: float = 1.0
     widening_alpha: float = 0.5
     max_debug_per_node: int = 2
-    # retrieved cases (--memory), nearest first: a recall root for each of the first
-    # `recalls` (None: all), in the first root slots. MCTS recalls the nearest; it does not
-    # wait for the floor's case nodes (`case_nodes`, accepted like greedy's) to pick one.
-    cases: tuple[str, ...] = ()
-    recalls: int | None = None
-    case_nodes: bool = False
-    writes: str = "scripts"  # what the LLM writes: search.programs.WRITES
     name: str = "mcts"
 
     def __post_init__(self) -> None:
@@ -286,7 +275,8 @@ class MCTSPolicy:
         total = sum(built.values())
         chosen = max(value, key=lambda name: (uct(value[name] * built[name], built[name],
                                                   total, self.exploration), value[name]))
-        return program_proposal(journal, self.base_temperature, chosen)
+        return program_proposal(journal, self.base_temperature, chosen,
+                                questions=self.questions, in_flight=taken)
 
     def observe(self, node: Node) -> None:
         """Nothing to do: statistics are rebuilt from the Journal, the one source of truth."""

@@ -44,6 +44,9 @@ class Proposal:
     # portfolio, tune: the kept feature program whose chain the model trains on ("" none);
     # features: the name (`idea`) is the reference node the program is paired with
     feature_set: str = ""
+    # features: the text column whose kind the LLM is asked (operators/column_kinds.py), whose
+    # answer becomes the program; "" for a program the LLM writes
+    column: str = ""
 
     @property
     def param_dict(self) -> dict[str, Any]:
@@ -67,6 +70,8 @@ class Proposal:
                 data = {"name": self.idea, "family": self.family, "params": self.param_dict}
                 if self.feature_set:
                     data["features"] = self.feature_set
+                if self.column:
+                    data["column"] = self.column
                 return json.dumps(data)
         return self.idea
 
@@ -90,7 +95,8 @@ class Proposal:
                     return cls(operator, parent_id, temperature, idea=str(data.get("name", "")),
                                family=str(data["family"]),
                                params=tuple(sorted(dict(data["params"]).items())),
-                               feature_set=str(data.get("features", "")))
+                               feature_set=str(data.get("features", "")),
+                               column=str(data.get("column", "")))
                 except (ValueError, TypeError, KeyError, AttributeError):
                     return cls(operator, parent_id, temperature)
         return cls(operator, parent_id, temperature, idea=hint)
@@ -109,6 +115,28 @@ def _decode_path(hint: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
     except (ValueError, TypeError, KeyError):
         return (), ()
     return (path, insights) if len(path) == len(insights) else ((), ())
+
+
+@dataclass
+class PolicyOptions:
+    """The options every policy accepts, so that one CLI passes the same ones to each; a policy
+    that has no use for one says so in its docstring."""
+
+    seed: int = 0
+    num_drafts: int = 3
+    debug_prob: float = 0.5
+    max_debug_depth: int = 3
+    base_temperature: float = 0.7
+    ideas: str = "all"  # draft and improvement idea pools (search.ideas.IDEA_POOLS)
+    # Retrieved cases (--memory): ids of other tasks' working code, nearest first; up to
+    # `recalls` of them (None: all) are adapted by recall drafts, in the first root slots
+    cases: tuple[str, ...] = ()
+    recalls: int | None = None
+    case_nodes: bool = False  # the floor runs each case as stored (search/floor.py)
+    writes: str = "scripts"  # what the LLM writes: search.programs.WRITES
+    # The text columns whose kind the LLM is asked, once each, before its own feature programs
+    # (search.floor.program_proposal; operators.column_kinds.worth_asking chose them)
+    questions: tuple[str, ...] = ()
 
 
 class Policy(Protocol):

@@ -40,7 +40,7 @@ from itertools import islice
 from common.metric import normalised_score
 from search.journal import Journal
 from search.node import HintForm, Node, Operator, Status
-from search.policy import InFlightKey, Proposal, register
+from search.policy import InFlightKey, PolicyOptions, Proposal, register
 
 Path = tuple[int, ...]
 ROOT: Path = ()
@@ -248,28 +248,19 @@ class InsightTree:
 
 
 @dataclass
-class SelaPolicy:
+class SelaPolicy(PolicyOptions):
     """SELA's search with its constants: c_explore 1.4, unvisited count 0.8, 5 children per
     expansion, depth 3 (one level per stage). `num_drafts` and `debug_prob` are accepted so one
-    CLI can pass the same options to every policy; they do not apply here."""
+    CLI can pass the same options to every policy; they do not apply here. Nor do `ideas`
+    (SELA's ideas come from its insight pools), the retrieved cases (a SELA rollout follows its
+    insight path, the baseline it reproduces has no memory), `writes` or `questions` (a SELA
+    rollout is a whole script)."""
 
-    seed: int = 0
-    num_drafts: int = 3
-    debug_prob: float = 0.5
-    max_debug_depth: int = 3
-    base_temperature: float = 0.7
-    ideas: str = "all"  # accepted like num_drafts; SELA's ideas come from its insight pools
     exploration: float = 1.4
     unvisited: float = 0.8
     children: int = 5
     depth: int = len(STAGE_NAMES)
     insight_attempts: int = 2
-    # Accepted like num_drafts, and unused: a SELA rollout follows its insight path, the
-    # baseline it reproduces has no memory
-    cases: tuple[str, ...] = ()
-    recalls: int | None = None
-    case_nodes: bool = False
-    writes: str = "scripts"  # accepted like num_drafts: a SELA rollout is a whole script
     name: str = "sela"
 
     def __post_init__(self) -> None:

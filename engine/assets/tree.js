@@ -190,26 +190,17 @@
     if (n.excluded) add("not eligible", n.excluded);
     if (n.flags) add("flags", n.flags);
     panel.appendChild(dl);
-    panel.appendChild(el("h3", {}, "Plan"));
-    panel.appendChild(el("p", {id: "node-plan"}, n.plan || "(none)"));
-    if (n.reflection) {
-      panel.appendChild(el("h3", {}, "Reflection (before this step)"));
-      panel.appendChild(el("p", {id: "node-reflection"}, n.reflection));
-    }
-    if (n.hint) {
-      panel.appendChild(el("h3", {}, "Asked for"));
-      panel.appendChild(el("p", {id: "node-hint"}, n.hint));
-    }
-    if (n.error) {
-      panel.appendChild(el("h3", {}, "Error"));
-      panel.appendChild(el("pre", {class: "error", id: "node-error"}, n.error));
-    }
-    panel.appendChild(el("h3", {}, "Code"));
-    panel.appendChild(el("pre", {id: "node-code"}, n.code || "(no code)"));
-    if (n.stdout) {
-      panel.appendChild(el("h3", {}, "Printed (analysis findings)"));
-      panel.appendChild(el("pre", {id: "node-stdout"}, n.stdout));
-    }
+    const section = (title, tag, attrs, text) => {
+      panel.appendChild(el("h3", {}, title));
+      panel.appendChild(el(tag, attrs, text));
+    };
+    section("Plan", "p", {id: "node-plan"}, n.plan || "(none)");
+    if (n.reflection) section("Reflection (before this step)", "p", {id: "node-reflection"},
+      n.reflection);
+    if (n.hint) section("Asked for", "p", {id: "node-hint"}, n.hint);
+    if (n.error) section("Error", "pre", {class: "error", id: "node-error"}, n.error);
+    section("Code", "pre", {id: "node-code"}, n.code || "(no code)");
+    if (n.stdout) section("Printed (analysis findings)", "pre", {id: "node-stdout"}, n.stdout);
     if (n.stderr) {
       const d = el("details");
       d.appendChild(el("summary", {}, "stderr (tail)"));
