@@ -52,25 +52,20 @@ def gate_pairs(seeded: bool) -> tuple[tuple[int, int], ...]:
 # What a program rejected before any model ran says first (its node is buggy, its error this).
 REJECTED = "feature program rejected:"
 # Feature programs in a row that were not kept after which the LLM is asked for no more
-# (RunConfig.llm_patience's default), so that its CPUs run the floor's trials instead. In the
-# second fold of issue 42's runs the keeps were programs 2, 4, 7 and 38 of one task and 11 of
-# another; four tasks kept none of their 40 to 47 (benchmarks/results/llm-gain-2026-11-29).
+# (RunConfig.llm_patience's default), so that its CPUs run the floor's trials instead; keeps
+# came early or not at all (benchmarks/results/llm-gain-2026-11-29).
 PATIENCE = 10
 # From this many scored programs on, the LLM is also asked for no more once its programs are
 # better than their reference (by the mean over the groups) no more often than coin tosses
-# would be: the one-sided sign test's p above RECORD_ALPHA. Patience reads only the keeps, and
-# the gate keeps about one program in six that changes nothing, so on a record of chance it
-# retired the LLM after about 31 programs, by luck. Over the 203 programs of issue 42's 14th
-# and 15th measurements (benchmarks/results/llm-gain-2026-12-03b/gate_record.py), this rule
-# stops the ten runs at chance at their 8th program (89 to 252 s) and neither of the two
-# better than chance (21 of 27 and 23 of 31 better); it was chosen on those same runs.
+# would be: the one-sided sign test's p above RECORD_ALPHA. Patience reads only the keeps, which
+# chance also makes now and then; this rule stopped runs at chance by their 8th program and
+# none better than chance (benchmarks/results/llm-gain-2026-12-03b).
 RECORD_FROM = 8
 RECORD_ALPHA = 0.2
 # Feature programs may take at most this share of the executors' seconds spent so far; past
-# it the LLM is asked for none until the floor's trials catch up. A program's runs fit the
-# reference configuration up to five times on every fold, and programs kept now and then keep the
-# LLM asking: on credit-g's fold 1 in issue 42's fourteenth measurement, 39 programs took
-# 471 s of the executors and the floor's trials 79 s (17 trials, to the floor arm's 326).
+# it the LLM is asked for none until the floor's trials catch up: a program's runs fit its
+# reference configuration many times, and without a cap they starved the floor's trials
+# (benchmarks/results/llm-gain-2026-12-03).
 PROGRAM_SHARE = 0.5
 # Each feature program refused in a row widens the next one's sampling by this much, up to
 # the ceiling (program_temperature).
@@ -246,9 +241,8 @@ def programs_over_share(journal: Journal, share: float) -> bool:
 def program_temperature(journal: Journal, base: float) -> float:
     """The sampling temperature of the next feature program: `base`, widened by each program
     in a row refused on its text, as `greedy.debug_temperature` widens a debug's. The prompt
-    lists each refusal, yet at one temperature the model writes the refused program again:
-    README command 1 at `1526612` wrote one refused column 5 times in a row, and each
-    refusal counts against `llm_patience` with no new idea tried."""
+    lists each refusal, yet at one temperature the model wrote one refused column 5 times in a
+    row, each refusal counting against `llm_patience` with no new idea tried."""
     refused = 0
     for node in reversed(journal.nodes_of(Operator.FEATURES)):
         if node.status is Status.LOST:
@@ -304,7 +298,7 @@ class AnswerPrograms:
     """The feature programs an answer's predictions come from. `kept`: the kept programs its
     members train on (`trained_on`), in order, each once. `not_kept`: members
     that are themselves a program's node that was not kept (ensemble selection may pick one
-    as it may any scored model: 9 of 12 LLM answers of issue 42's eleventh measurement did),
+    as it may any scored model, and often does),
     with `not_kept_share` their part of the weight."""
 
     kept: tuple[str, ...]
