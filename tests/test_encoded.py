@@ -7,6 +7,7 @@ keep their own predict."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import lightgbm as lgb
@@ -68,3 +69,30 @@ def test_other_models_and_custom_objectives_keep_their_own_predict() -> None:
     custom.model.predict = _never
     with pytest.raises(AssertionError, match="wrapper's predict"):
         custom.predict(NEW)
+
+
+def test_catboost_gets_a_text_column_with_many_levels_as_a_categorical_feature(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model whose fit takes `cat_features` (CatBoost) gets a text column with more levels
+    than the one-hot keeps as it is, as strings (a missing value "nan"); a text column with
+    few levels stays one-hot, as every other model gets both."""
+    from catboost import CatBoostRegressor
+
+    monkeypatch.chdir(tmp_path)
+    rows = ROWS.assign(town=RNG.choice([f"town {i}" for i in range(40)] + [None], 300))
+    y = rows.b + rows.town.str.len().fillna(0)
+    model = CatBoostRegressor(iterations=20, verbose=False, allow_writing_files=False)
+    encoded = Encoded(model).fit(rows, y)
+    assert encoded.text_ == ["town"] and list(encoded.levels_) == ["colour"]
+    assert [model.feature_names_[i] for i in model.get_cat_feature_indices()] == ["town"]
+    new = pd.DataFrame({"a": [0.1, np.nan], "b": [1.0, 2.0], "colour": ["red", "pink"],
+                        "town": ["town 3", None]})  # an unseen level, a missing one
+    assert encoded.transform(new)["town"].tolist() == ["town 3", "nan"]
+    assert np.isfinite(encoded.predict(new)).all()
+    assert not any(tmp_path.iterdir())
+    # a model without cat_features gets both one-hot, as before
+    ridge = Encoded(Ridge()).fit(rows, y)
+    assert ridge.text_ == [] and set(ridge.levels_) == {"colour", "town"}
+    # a model saved before text_ existed predicts as it did
+    del ridge.text_
+    assert np.isfinite(ridge.predict(new)).all()
