@@ -17,14 +17,16 @@ Every session is started, with one training row, before the port opens: a run wh
 cannot predict ends the command there.
 
 A request the service cannot serve as sent gets a 4xx and a one-line JSON `{"error": ...}`, and
-the service stays up: malformed JSON, a body that is not rows, 0 rows, a row missing a feature
-column or holding an unknown one, text or a nested value where the training data had numbers
-(JSON numbers or null only), a body over `--max-body-mb` (413). The answer failing on valid rows
+the service stays up: malformed JSON, a body nested too deeply to parse, a body that is not rows,
+0 rows, a row missing a feature column or holding an unknown one, text or a nested value where
+the training data had numbers (JSON numbers or null only), a number that is not finite (`NaN`,
+`Infinity`, `1e400`), a body over `--max-body-mb` (413). The answer failing on valid rows
 is a 500 with its one line; its session is started again by the next request.
 
-Ctrl-C (or SIGTERM) stops the service: requests in flight get up to `_GRACE_SECONDS`, then
-every session is closed and the command exits 0. A bad run path or a run with no answer is one
-line and exit code 2 or 1, as engine.predict.
+Ctrl-C (or SIGTERM) stops the service, also one started with SIGINT ignored (a script's `&`
+job): requests in flight get up to `_GRACE_SECONDS`, then every session is closed and the
+command exits 0. A bad run path or a run with no answer is one line and exit code 2 or 1, as
+engine.predict.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import argparse
 import contextlib
 import io
 import json
+import math
 import queue
 import signal
 import socket
@@ -100,13 +103,26 @@ def feature_kinds(task: PreparedTask) -> dict[str, str]:
             for c, kind in task.train.dtypes.items() if c != task.target}
 
 
+def _integer(text: str) -> int | float:
+    """A JSON integer: an int where int64 holds it, else a float (inf past float64's range, then
+    refused as not finite). A larger int made pandas' column object or uint64 (predicted
+    otherwise than the same value beside a float row), and one past float64 a plain-text 500."""
+    if len(text) <= 18:
+        return int(text)
+    number = float(text)  # never int(text) first: over 4,300 digits that raises
+    return int(text) if abs(number) < 2**63 else number
+
+
 def request_rows(body: bytes, task: PreparedTask) -> pd.DataFrame:
     """The rows of a /predict body as a frame of the training features, in training order; a
     RequestError naming the first thing wrong (the row's index too)."""
     try:
-        payload = json.loads(body)
+        payload = json.loads(body, parse_int=_integer)
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         raise RequestError(f"the body is not JSON: {exc}") from exc
+    except RecursionError as exc:  # the parser recurses per level: 50,000 '[' ran it out
+        raise RequestError("the body is nested too deeply to read; send a JSON list of row "
+                           "objects") from exc
     rows = payload.get("rows") if isinstance(payload, dict) and set(payload) == {"rows"} \
         else payload
     if not isinstance(rows, list):
@@ -132,6 +148,10 @@ def request_rows(body: bytes, task: PreparedTask) -> pd.DataFrame:
                                    "or a string")
             is_number = isinstance(value, int | float) and (not isinstance(value, bool)
                                                             or column in bools)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise RequestError(f"row {i}, column {column!r}: {value!r} is not a finite "
+                                   "number (NaN, or past float64's 1.8e308); send a finite "
+                                   "number (null for missing)")
             if kind == "number" and value is not None and not is_number:
                 raise RequestError(f"row {i}, column {column!r}: {json.dumps(value)[:50]} where "
                                    "the training data had numbers; send a number (null for "
@@ -290,7 +310,11 @@ def serve(run: Path, host: str, port: int, sessions_count: int, max_body_mb: flo
     session is closed on the way out. Call it from the main thread: it sets a signal handler."""
     uvicorn = _uvicorn()
     sock = _listen(host, port)
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    # SIGINT as Python's own even where it came in ignored (a script's `&` job, and so every
+    # child of a test run started that way): uvicorn takes it once serving, but one landing
+    # between the "serving" line and uvicorn's handlers was dropped and the service ran on.
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _interrupt),
+                signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler)}
     try:
         print(f"starting {sessions_count} sandbox session{'s' * (sessions_count > 1)} for the "
               f"answer of {run.name} ...", flush=True)
@@ -319,7 +343,9 @@ def serve(run: Path, host: str, port: int, sessions_count: int, max_body_mb: flo
             finally:
                 signal.signal(signal.SIGINT, interrupt)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            if handler is not None:  # None: set outside Python, cannot be put back
+                signal.signal(signum, handler)
         sock.close()
     print("stopped; the sandbox sessions are closed", flush=True)
 

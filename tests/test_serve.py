@@ -33,14 +33,21 @@ from tests.test_outputs import scripted_run
 
 ROWS = 7
 _START_SECONDS = 300.0  # the sessions' start replays the answer: tens of seconds on a busy CI
+_STOP_SECONDS = 120.0  # a safety net: a stop takes the grace period and the sandbox sweep
+# Starts the service with SIGINT ignored, as a script's `&` job (and every child of a test run
+# started that way) inherits it; exec keeps the disposition, and no shell reads the paths.
+_SIGINT_IGNORED = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                   "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
 
 
 class Service:
-    """`python -m engine.serve RUN --port 0 ...` as a child process, and requests to it."""
+    """`python -m engine.serve RUN --port 0 ...` as a child process, and requests to it; ready
+    once it printed its "serving" line (read as it comes, no fixed wait)."""
 
-    def __init__(self, run: Path, *flags: str) -> None:
+    def __init__(self, run: Path, *flags: str, sigint_ignored: bool = False) -> None:
+        wrapper = [sys.executable, "-c", _SIGINT_IGNORED] if sigint_ignored else [sys.executable]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.serve", str(run), "--port", "0", *flags],
+            [*wrapper, "-m", "engine.serve", str(run), "--port", "0", *flags],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         lines: queue.Queue[str] = queue.Queue()
@@ -77,7 +84,7 @@ class Service:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
         try:
-            return self.proc.wait(timeout=60)
+            return self.proc.wait(timeout=_STOP_SECONDS)
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
@@ -161,6 +168,15 @@ BAD_REQUESTS = {
     "not rows": (b'{"a": 1}', 400, "send a JSON list of row objects"),
     "a row not an object": (b"[[1, 2, 3]]", 400, "row 0 is not an object"),
     "malformed JSON": (b'[{"a": 1,', 400, "the body is not JSON"),
+    "deep list nesting": (b"[" * 50_000 + b"]" * 50_000, 400, "the body is nested too deeply"),
+    "deep object nesting": (b'{"a":' * 50_000 + b"1" + b"}" * 50_000, 400,
+                            "the body is nested too deeply"),
+    "1e400": (b'[{"a": 1e400, "b": -1.0, "c": 2.0}]', 400,
+              "row 0, column 'a': inf is not a finite number"),
+    "an integer past float64": (b'[{"a": 1' + b"0" * 400 + b', "b": -1.0, "c": 2.0}]', 400,
+                                "row 0, column 'a': inf is not a finite number"),
+    "NaN literal": (json.dumps([_row(), _row(b=float("nan"))]).encode(), 400,
+                    "row 1, column 'b': nan is not a finite number"),
     "not UTF-8": (b"\xff\xfe[", 400, "the body is not JSON"),
     "100 MB body": (b"[" + b" " * 100_000_000 + b"]", 413, "the body is over 10 MB"),
 }
@@ -175,6 +191,17 @@ def test_a_bad_request_is_one_line_4xx_and_the_service_stays_up(service: Service
     assert message in reply["error"] and "\n" not in reply["error"]
     assert service.request("GET", "/health")[0] == 200
     assert service.predict([_row()])[0] == 200
+
+
+def test_an_integer_past_int64_is_read_as_a_float_whatever_the_other_rows(
+        run_dir: Path) -> None:
+    """As an int it made the column uint64 alone and float64 beside a float: two predictions
+    of one value."""
+    task = RunStore.open(run_dir).load_task()
+    big = json.dumps(_row(a=2**63)).encode()
+    for body in (b"[" + big + b"]", b"[" + big + b", " + json.dumps(_row()).encode() + b"]"):
+        frame = engine.serve.request_rows(body, task)
+        assert frame["a"].dtype == np.float64 and frame["a"][0] == 2.0**63
 
 
 def test_unknown_routes_are_json_errors(service: Service) -> None:
@@ -222,7 +249,9 @@ def test_the_service_sends_replies_without_waiting_for_acks() -> None:
 
 
 def test_ctrl_c_closes_the_sandbox_session_and_exits_0(run_dir: Path) -> None:
-    service = Service(run_dir)
+    """Started with SIGINT ignored, as a script's `&` job starts it: a Ctrl-C right after the
+    "serving" line, before uvicorn's handlers, was dropped there and the service ran on."""
+    service = Service(run_dir, sigint_ignored=True)
     sandboxes = _children(service.proc.pid)
     assert sandboxes, "the session's sandbox is a child of the service"
     code = service.stop()
@@ -231,12 +260,15 @@ def test_ctrl_c_closes_the_sandbox_session_and_exits_0(run_dir: Path) -> None:
     assert not [pid for pid in sandboxes if Path(f"/proc/{pid}").exists()]
 
 
+@pytest.mark.parametrize("inherited", [signal.default_int_handler, signal.SIG_IGN],
+                         ids=["SIGINT default", "SIGINT ignored"])
 def test_a_ctrl_c_just_after_the_announcement_is_a_normal_stop(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        inherited: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     """The signal lands between the "serving" line and uvicorn's handlers (a busy machine
     descheduled the service there): still exit 0 with its sessions closed, not "before
-    serving" with 130, and uvicorn does not start."""
+    serving" with 130, and uvicorn does not start; also where the command came in with SIGINT
+    ignored (a script's `&` job), which dropped it there."""
     closed: list[bool] = []
 
     class FakeSessions:
@@ -258,13 +290,18 @@ def test_a_ctrl_c_just_after_the_announcement_is_a_normal_stop(
     def print_then_interrupted(*args: object, **kwargs: Any) -> None:
         print(*args, **kwargs)
         if str(args[0]).startswith("serving the answer"):
-            raise KeyboardInterrupt
+            signal.raise_signal(signal.SIGINT)  # its handler runs before this returns
 
     monkeypatch.setattr(engine.serve, "Sessions", FakeSessions)
     monkeypatch.setattr(engine.serve, "build_app", lambda *args: None)
     monkeypatch.setattr(engine.serve, "_uvicorn", lambda: Uvicorn)
     monkeypatch.setattr(engine.serve, "print", print_then_interrupted, raising=False)
-    assert main([str(tmp_path), "--port", "0"]) == 0
+    ours = signal.signal(signal.SIGINT, inherited)
+    try:
+        assert main([str(tmp_path), "--port", "0"]) == 0
+        assert signal.getsignal(signal.SIGINT) is inherited  # put back as it came
+    finally:
+        signal.signal(signal.SIGINT, ours)
     assert closed == [True]
     assert "stopped; the sandbox sessions are closed" in capsys.readouterr().out
 
