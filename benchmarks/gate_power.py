@@ -91,7 +91,8 @@ def _encoded(frame: pd.DataFrame, like: pd.DataFrame) -> pd.DataFrame:
     for column in out.columns:
         if not pd.api.types.is_numeric_dtype(like[column]):
             levels = sorted(like[column].dropna().astype(str).unique())
-            out[column] = pd.Categorical(out[column].astype(str), categories=levels)
+            text = out[column].astype(str)
+            out[column] = pd.Categorical(text.where(text.isin(levels)), categories=levels)
     return out
 
 
