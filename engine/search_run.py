@@ -54,6 +54,7 @@ from engine.task.feasibility import request_warnings
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from fileio import write_atomic
 from operators.analyst import analysis_findings, next_analysis
+from operators.column_kinds import column_levels, worth_asking
 from operators.context import TaskContext
 from sandbox import isolation_mode
 from search.constraints import Constraints
@@ -241,7 +242,9 @@ class SearchRun:
                              # the floor tunes and ensembles: the model is asked for features
                              ideas=idea_pool(config.floor, self.task.has_text_features),
                              cases=recalled.case_ids, recalls=recalls,
-                             case_nodes=config.floor, writes=config.writes)
+                             case_nodes=config.floor, writes=config.writes,
+                             questions=worth_asking(column_levels(self.task.train,
+                                                                  self.task.text_columns)))
         for node in self.journal:
             policy.observe(node)
         return policy
@@ -345,6 +348,7 @@ def task_context(task: PreparedTask, seed: int) -> TaskContext:
         columns=tuple(str(c) for c in task.train.columns if c != task.target),
         text_columns=task.text_columns,
         feature_preview=task.feature_preview(),
+        text_levels=column_levels(task.train, task.text_columns),
     )
 
 

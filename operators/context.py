@@ -9,6 +9,27 @@ from operators.retrieval import Case, Fix
 
 
 @dataclass(frozen=True, slots=True)
+class ColumnLevels:
+    """A text column's values in the training rows: what the question on its kind shows and
+    what the engine checks the answer against (operators/column_kinds.py)."""
+
+    column: str
+    # its most frequent levels with their counts, most frequent first (at most
+    # column_kinds.MAX_LEVELS: every level of a column that has no more)
+    counts: tuple[tuple[str, int], ...]
+    distinct: int  # how many levels the training rows hold
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        return tuple(level for level, _ in self.counts)
+
+    @property
+    def complete(self) -> bool:
+        """Every level of the column is in `counts`."""
+        return self.distinct == len(self.counts)
+
+
+@dataclass(frozen=True, slots=True)
 class TaskContext:
     """What the operators know about a task; built once per run by the engine."""
 
@@ -32,3 +53,5 @@ class TaskContext:
     # The task and its columns without the files and libraries a whole script needs: what a
     # feature program's prompt shows ("" : the preview)
     feature_preview: str = ""
+    # Each text column's levels in the training rows (the column kinds' questions)
+    text_levels: tuple[ColumnLevels, ...] = ()

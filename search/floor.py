@@ -34,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import optuna
@@ -51,6 +51,8 @@ STALL_PER_DIMENSION, STALL_MIN = 5, 10  # a study's patience: trials without a b
 # How far a trial of an LLM-written node moves each number: down to a quarter, up to four
 # times (fractions in (0, 1) at most to 1, twice their value).
 SPREAD = 4.0
+# A column's kind is a question of fact: the likeliest answer, not a sample.
+QUESTION_TEMPERATURE = 0.0
 _GONE = (Status.LOST, Status.KILLED)
 Distributions = dict[str, optuna.distributions.BaseDistribution]
 
@@ -116,11 +118,16 @@ def reference(journal: Journal, feature_set: str) -> Node | None:
                key=lambda n: (n.metric or 0.0, -n.step), default=None)
 
 
-def program_proposal(journal: Journal, temperature: float,
-                     feature_set: str | None = None) -> Proposal | None:
+def program_proposal(journal: Journal, temperature: float, feature_set: str | None = None, *,
+                     questions: Sequence[str] = (),
+                     in_flight: Mapping[InFlightKey, int] | None = None) -> Proposal | None:
     """A feature program extending `feature_set` (default: the best kept one), paired with
     the floor's best configuration on it, sampled at `temperature` widened by the refusals
-    in a row before it; None until a configuration on it has been scored."""
+    in a row before it; None until a configuration on it has been scored. The kinds of the
+    text columns in `questions` are asked first (`column_question`)."""
+    asked = column_question(journal, questions, in_flight or {})
+    if asked is not None:
+        return asked
     if feature_set is None:
         feature_set = best_feature_set(journal)
     paired = reference(journal, feature_set)
@@ -130,6 +137,28 @@ def program_proposal(journal: Journal, temperature: float,
     return Proposal(Operator.FEATURES, feature_set or None,
                     program_temperature(journal, temperature), idea=paired.node_id,
                     family=config.family, params=config.params)
+
+
+def column_question(journal: Journal, questions: Sequence[str],
+                    in_flight: Mapping[InFlightKey, int]) -> Proposal | None:
+    """The next text column whose kind the LLM is asked (operators/column_kinds.py): each of
+    `questions` once a run, in their order, on the columns as they are and paired with the
+    floor's best configuration there, before any program the LLM writes itself; None once
+    each is answered or being asked. Until the last is asked every feature program in flight
+    on the columns as they are is a question, and those are the first columns not answered
+    yet (a lost one is asked again, first: the loop proposes it again before anything new)."""
+    if not questions:
+        return None
+    answered = {Proposal.of(n).column for n in journal.nodes_of(Operator.FEATURES)
+                if n.status is not Status.LOST}
+    left = [column for column in questions if column not in answered]
+    asking = in_flight.get((Operator.FEATURES, None), 0)
+    paired = reference(journal, "")
+    if len(left) <= asking or paired is None:
+        return None
+    config = configuration(paired)
+    return Proposal(Operator.FEATURES, None, QUESTION_TEMPERATURE, idea=paired.node_id,
+                    family=config.family, params=config.params, column=left[asking])
 
 
 def family_study(family: str, feature_set: str) -> str:

@@ -17,6 +17,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from common.chat import ChatPrompt
+from operators.column_kinds import column_program, levels_of, question
 from operators.context import TaskContext
 from operators.feature_checks import FUNCTION, assigned_columns, check_program, columns_read
 from operators.features import (
@@ -92,10 +93,12 @@ def _tried(journal: Journal) -> str:
     not repeat (a repetition is marked `again`, so it is plain to the model). The list only
     grows at its end, and drops its oldest lines TRIED_SHOWN at a time: each prompt then
     shares all but its last lines with the one before, which llama.cpp's prefix cache does
-    not read again (a window sliding by one line would change every later prompt)."""
+    not read again (a window sliding by one line would change every later prompt). A question
+    on a column's kind that gave no scored program is no program the model wrote: not listed."""
     lines: list[str] = []
     seen: set[str] = set()
-    programs = [n for n in journal.nodes_of(Operator.FEATURES) if n.status is not Status.LOST]
+    programs = [n for n in journal.nodes_of(Operator.FEATURES) if n.status is not Status.LOST
+                and (gate_of(n) is not None or not Proposal.of(n).column)]
     for node in sorted(programs, key=lambda n: n.step):
         gate = gate_of(node)
         if gate is not None:
@@ -236,6 +239,8 @@ class Features(FloorKind):
 
     def prompt(self, ctx: TaskContext, proposal: Proposal, journal: Journal,
                reflection: str = "") -> ChatPrompt:
+        if proposal.column:  # the question on a text column's kind (operators/column_kinds.py)
+            return question(ctx, levels_of(ctx, proposal.column), proposal.temperature)
         stable = f"# Task\n{(ctx.feature_preview or ctx.preview).strip()}\n\n{_job(ctx)}"
         columns = (*ctx.columns, *chain_columns(journal, proposal.parent_id))
         tail = (_tried(journal) + _reliance(journal, columns) + _unread(journal, columns)
@@ -259,7 +264,19 @@ class Features(FloorKind):
         and those that do arithmetic on text, which would fail on the rows. A program left
         with nothing to add, whose rest names what a dropped statement made, or that only
         computes what was already scored on its feature set (kept or not) is refused here,
-        before it runs."""
+        before it runs. The answer on a text column's kind is first made into its program
+        (operators/column_kinds.py), or refused, and that program is then read as a reply."""
+        if not proposal.column:
+            return self._program(text, ctx, proposal, journal)
+        program, said = column_program(text, levels_of(ctx, proposal.column))
+        if not program:
+            return Parsed("", "", said)
+        parsed = self._program(f"```python\n{program}```", ctx, proposal, journal)
+        return dataclasses.replace(parsed, plan=f"{said}: {parsed.plan}") \
+            if parsed.plan else parsed
+
+    def _program(self, text: str, ctx: TaskContext, proposal: Proposal,
+                 journal: Journal) -> Parsed:
         given = reply_start(journal, proposal.parent_id).removesuffix(NEXT_STATEMENT)
         if text.startswith(given):  # the kept statements written for it are not its program
             text = REPLY_HEAD + text[len(given):]
