@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, replace
 
 from search.journal import Journal
 from search.node import Node, Operator, Status
+from search.policy import Proposal
 
 InFlight = Mapping[tuple[Operator, str | None], int]  # search.policy.InFlightKey -> count
 
@@ -206,6 +207,13 @@ def best_feature_set(journal: Journal) -> str:
     return kept[0].node_id if kept else ""
 
 
+def is_question(node: Node) -> bool:
+    """A features node that asked the LLM a text column's kind (operators/column_kinds.py)
+    rather than for a program of its own: its answer is not the LLM's idea of a feature, so
+    neither its patience nor its sampling counts it."""
+    return bool(Proposal.from_hint(node.operator, node.parent_id, 0.0, node.hint).column)
+
+
 def sign_test(better: int, scored: int) -> float:
     """One-sided sign test: the chance that `scored` coin tosses give at least `better` heads."""
     return sum(math.comb(scored, k) for k in range(better, scored + 1)) / 2 ** scored
@@ -218,7 +226,8 @@ def programs_spent(journal: Journal, patience: int) -> str:
     than their reference no more often than chance. Never with patience 0."""
     if patience <= 0:  # asked on every dispatch of the loop: a run without the rule reads nothing
         return ""
-    finished = [n for n in journal.nodes_of(Operator.FEATURES) if n.status is not Status.LOST]
+    finished = [n for n in journal.nodes_of(Operator.FEATURES)
+                if n.status is not Status.LOST and not is_question(n)]
     if patience <= len(finished) and not any(map(is_kept, finished[-patience:])):
         return f"{patience} feature programs in a row were not kept"
     gates = [g for g in map(gate_of, finished) if g is not None]
@@ -245,7 +254,7 @@ def program_temperature(journal: Journal, base: float) -> float:
     row, each refusal counting against `llm_patience` with no new idea tried."""
     refused = 0
     for node in reversed(journal.nodes_of(Operator.FEATURES)):
-        if node.status is Status.LOST:
+        if node.status is Status.LOST or is_question(node):
             continue
         if not node.error.startswith(REJECTED):
             break

@@ -10,6 +10,7 @@ import pytest
 
 from search.journal import Journal
 from search.node import Node, Operator, Status
+from search.policy import Proposal
 from search.programs import (
     GATE_PAIRS,
     KEEP_ALPHA,
@@ -20,6 +21,7 @@ from search.programs import (
     best_feature_set,
     gate_of,
     gate_pairs,
+    is_question,
     keep_rule,
     kept_programs,
     program_counts,
@@ -236,3 +238,22 @@ def test_programs_wait_while_they_took_more_than_their_share_of_the_executors() 
     assert not programs_over_share(Journal(nodes), 1.0)  # 1: no limit
     assert not programs_over_share(Journal(nodes[:1]), 0.5)  # no program yet
     assert not programs_over_share(Journal(), 0.5)
+
+
+def test_a_column_question_counts_against_neither_patience_nor_sampling() -> None:
+    """The LLM asked a text column's kind answered "a plain category": a refusal on its text,
+    yet no program idea of the LLM's was tried, so the programs after it run as if it were not
+    there."""
+    hint = Proposal(Operator.FEATURES, None, 0.0, idea="ref", family="lgbm",
+                    column="savings_status").hint
+    questions = [dataclasses.replace(
+        features_node(f"q{i}", None, status=Status.BUGGY,
+                      error=f"{REJECTED} the LLM reads 'savings_status' as a plain category"),
+        hint=hint) for i in range(3)]
+    assert all(map(is_question, questions))
+    assert not is_question(features_node("p", None))
+    assert not programs_spent(Journal(questions), 3)
+    assert program_temperature(Journal(questions), 0.7) == 0.7
+    refused = features_node("r", None, status=Status.BUGGY, error=f"{REJECTED} reads y")
+    assert programs_spent(Journal([*questions, refused]), 1)
+    assert program_temperature(Journal([refused, *questions]), 0.7) == pytest.approx(0.85)
