@@ -7,10 +7,10 @@ arm, per benchmark task.
   moneyball, the ordinal cut/colour/clarity scales and the volume of diamonds, rooms per
   household for California, ... A gate that keeps none of them where they help the test rows
   cannot let any LLM move the answer.
-- **null**: programs that add nothing a tree can use, made from a task's numeric columns alone
-  (so every task has them): monotone transforms of one column (a tree splits the same way on
-  them) and deterministic noise (the fractional part of a large multiple of a few columns,
-  which ties no row's value to its target). A gate must keep at most a few in a hundred.
+- **null**: programs that add nothing any model can use, made from a task's numeric columns
+  alone (so every task has them): deterministic noise, the fractional part of a sum of every
+  numeric column times large irrational multipliers, which ties no row's value to its target.
+  A gate must keep at most a few in a hundred.
 
 `scripted_replies` turns an arm into the `--llm scripted:FILE.json` replies that run it through
 the same search as an LLM's programs (`benchmarks.run --program-arm`); `benchmarks.gate_power`
@@ -110,22 +110,18 @@ _NOISE_MULTIPLIERS = (7919.6180339887, 104729.4142135623, 12997.7320508075, 1548
 
 
 def null_programs(numeric: Sequence[str], count: int = 8) -> tuple[str, ...]:
-    """`count` programs that add nothing a tree can use, from a task's numeric columns: half
-    monotone transforms of one column, half noise from all of them."""
+    """`count` programs that each add a column of noise made from every numeric column (each
+    with its own multipliers), which no model can learn the target from. Not a monotone copy of
+    a column: a tree splits the same way on one, but a linear or nearest-neighbour reference
+    weighs the copied column twice, a real change the gate rightly keeps at times."""
     if not numeric:
         raise UserError("null programs need at least one numeric column")
-    columns = list(numeric)
     programs = []
     for i in range(count):
-        if i % 2 == 0:  # a monotone transform: a tree splits the same way on it
-            scale, shift = (2.0, -7.0) if i % 4 == 0 else (3.0, 1.0)
-            a = columns[(i // 2) % len(columns)]
-            programs.append(_program(f'df["null_{i}"] = df["{a}"] * {scale} + {shift}'))
-        else:
-            terms = " + ".join(
-                f'df["{c}"].fillna(0) * {_NOISE_MULTIPLIERS[(i + j) % len(_NOISE_MULTIPLIERS)]}'
-                for j, c in enumerate(columns))
-            programs.append(_program(f'df["null_{i}"] = ({terms} + {i} * 0.618) % 1.0'))
+        terms = " + ".join(
+            f'df["{c}"].fillna(0) * {_NOISE_MULTIPLIERS[(i + j) % len(_NOISE_MULTIPLIERS)]}'
+            for j, c in enumerate(numeric))
+        programs.append(_program(f'df["null_{i}"] = ({terms} + {i} * 0.618) % 1.0'))
     return tuple(programs)
 
 
