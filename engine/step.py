@@ -3,8 +3,8 @@
 A `Step` says what it needs next, an LLM reply (`Generate`), a sandboxed run (`Execute`) or
 nothing more (`Done`, holding the node), and takes the answers back through `on_reply` and
 `on_result`. It holds no Ray and does no I/O: the loop (`engine/loop.py`) only schedules what
-steps ask for onto the LLM and executor pools, and the benchmarks that replay steps drive the
-same class one call at a time (`run_step`).
+steps ask for onto the LLM and executor pools, and a test or study can drive the same class one
+call at a time.
 
 What differs between operators (prompt, reply reading, engine-written code, run limit) the
 step asks of the operator's module (`operators.kinds.kind_of`). The shapes of a life:
@@ -42,7 +42,7 @@ from operators.kinds import kind_of, repair_prompt
 from operators.kinds.ensemble import ensemble_cost, ensemble_written
 from operators.params import params_json
 from operators.replies import clean_reflection, self_reported_metric
-from sandbox import ExecResult, Limits
+from sandbox import ExecResult
 from search.node import Node, Operator, Status, code_hash
 from search.policy import Proposal
 
@@ -376,20 +376,3 @@ class Step:
                           outcome.fold_models)
         return self._done
 
-
-def run_step(step: Step, generate: Callable[[ChatPrompt], Reply],
-             execute: Callable[[str, int, Limits], ExecResult]) -> Done:
-    """Drive a step to its end one call at a time (benchmarks that replay steps);
-    `execute(code, fold, limits)` runs one fold's run."""
-    while True:
-        need = step.next()
-        if isinstance(need, Done):
-            return need
-        if isinstance(need, Generate):
-            step.on_reply(generate(need.prompt))
-        elif isinstance(need, Execute):
-            for fold in need.folds:
-                step.on_started(fold, need.seconds)
-                step.on_result(fold, execute(need.code, fold, Limits(wall_seconds=need.seconds)))
-        else:
-            raise RuntimeError(f"step {step.node_id} waits with nothing in flight")
