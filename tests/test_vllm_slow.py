@@ -106,9 +106,10 @@ class TestVllmActor:
         from engine.config import RunConfig
         from engine.placement import llm_options, start_workers
 
+        # No runtime_env: the workers inherit VLLM_ENV from this process (vllm_env), and
+        # Ray's worker start under a runtime_env breaks on a checkout path with a space.
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 object_store_memory=100 * 2**20, configure_logging=False,
-                 runtime_env={"env_vars": VLLM_ENV})
+                 object_store_memory=100 * 2**20, configure_logging=False)
         config = RunConfig(data=Path("unused.csv"), target="y", llm=f"vllm:{tiny_model}",
                            llm_gpus=0, executors=1, vllm_args=ENGINE_ARGS).validate()
         workers = start_workers(config, llm_options(config))
