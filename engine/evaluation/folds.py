@@ -84,13 +84,12 @@ class Folds:
 
     def gate_groups(self, split: int) -> np.ndarray:
         """The group of each held-out row (in `held_out` order) in the gate's split `split`:
-        its fold there, or on the holdout (and in runs stored before the splits) one of
-        HOLDOUT_GROUPS random groups, seeded by the split."""
-        if split == 0:
-            return self.groups()
-        if split <= len(self.gate_of):
+        its fold there; where the run has no such split (the holdout, a run stored before the
+        splits) the harness fitted it on the run's own folds, grouped as `groups` does,
+        seeded by the split."""
+        if 0 < split <= len(self.gate_of):
             return self.gate_of[split - 1][self.held_out]
-        return np.random.default_rng(split).permutation(len(self.held_out)) % HOLDOUT_GROUPS
+        return self.groups(seed=split)
 
     def to_json(self) -> dict[str, Any]:
         return {"k": self.k, "seed": self.seed, "fold_of": self.fold_of.tolist(),

@@ -129,8 +129,7 @@ class ProgramGate:
 
     def __init__(self, task: PreparedTask, folds: Folds, truth: pd.Series, reference: str,
                  kept: Sequence[pd.DataFrame] | None, second_pair: tuple[str, str] | tuple[()],
-                 keep: Callable[[list[pd.DataFrame]], None],
-                 splits: Sequence[int] = (0, 0)) -> None:
+                 keep: Callable[[list[pd.DataFrame]], None], splits: Sequence[int]) -> None:
         self.task, self.folds, self.truth = task, folds, truth
         self.reference = reference  # the node it pairs with
         self.kept = list(kept or [])
