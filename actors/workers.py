@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import resource
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -152,6 +153,11 @@ class _ExecutorWorker:
     def pid(self) -> int:
         return os.getpid()
 
+    def peak_candidate_bytes(self) -> int:
+        """The most resident memory one of the candidates this executor ran held (each ran
+        as its child: the kernel keeps the largest finished child's peak)."""
+        return peak_bytes(resource.RUSAGE_CHILDREN)
+
     def node_id(self) -> str:
         """The Ray node this executor lives on (fault tests remove that node)."""
         return str(ray.get_runtime_context().get_node_id())
@@ -161,6 +167,12 @@ class _ExecutorWorker:
 LLMActor: Any = ray.remote(_LLMWorker)
 AsyncLLMActor: Any = ray.remote(_AsyncLLMWorker)
 ExecutorActor: Any = ray.remote(_ExecutorWorker)
+
+
+def peak_bytes(who: int = resource.RUSAGE_SELF) -> int:
+    """The peak resident memory of this process (RUSAGE_SELF) or of its largest finished child
+    (RUSAGE_CHILDREN), in bytes (Linux counts it in KiB)."""
+    return resource.getrusage(who).ru_maxrss * 1024
 
 
 def _node_ip() -> str:
@@ -374,6 +386,15 @@ class Workers:
                 fresh = self.restart_executor(self.executors[index])
                 results.append(ray.get(fresh.run.remote(code, ref, limits)).result)
         return results
+
+    def peak_candidate_bytes(self) -> int | None:
+        """The most resident memory any candidate of this start held, over the executors that
+        still answer (None: none did)."""
+        peaks = []
+        for executor in self.executors:
+            with contextlib.suppress(Exception):  # dead, or gone with its node
+                peaks.append(ray.get(executor.peak_candidate_bytes.remote(), timeout=10))
+        return max(peaks, default=None)
 
     def lendable_cpus(self) -> int:
         """The executors the LLMs' CPUs would make once the search ends, beyond the spares

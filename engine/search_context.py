@@ -71,6 +71,7 @@ class SearchContext:
     # of the latest references: they depend on the reference configuration, its feature set
     # and the seed alone, so a later program on the same ones fits only its own sides.
     reference_sides: dict[ReferenceKey, list[pd.DataFrame]] = field(default_factory=dict)
+    input_files: dict[int, dict[str, bytes]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.folds is None:
@@ -102,10 +103,13 @@ class SearchContext:
             del self.reference_sides[next(iter(self.reference_sides))]
 
     def inputs(self, fold: int) -> dict[str, bytes]:
-        """The input/ folder of a run of `fold` (ALL_FOLDS: engine-written code only)."""
-        if fold == ALL_FOLDS:
-            return all_folds_inputs(self.task, self.fold_plan)
-        return fold_inputs(self.task, self.fold_plan, fold)
+        """The input/ folder of a run of `fold` (ALL_FOLDS: engine-written code only), made
+        once a run: on large data writing the rows as CSV takes the driver seconds."""
+        if fold not in self.input_files:
+            self.input_files[fold] = (all_folds_inputs(self.task, self.fold_plan)
+                                      if fold == ALL_FOLDS
+                                      else fold_inputs(self.task, self.fold_plan, fold))
+        return dict(self.input_files[fold])
 
     def next_seed(self) -> int:
         """A seed per request: the same prompt twice (improving one parent) must be free to

@@ -28,12 +28,12 @@ from rich.live import Live
 from rich.text import Text
 
 from actors.llm import NO_LLM
-from actors.workers import ray_session
+from actors.workers import peak_bytes, ray_session
 from common.errors import StoreError, UserError
 from engine.budget import Budget
 from engine.config import RunConfig, merge, task_yaml_text
 from engine.evaluation.final import closing_seconds, select_final
-from engine.evaluation.folds import make_folds
+from engine.evaluation.folds import Folds, make_folds, search_rows
 from engine.evaluation.selection import Selection
 from engine.loop import LoopStats, SearchLoop
 from engine.memory import (
@@ -58,6 +58,7 @@ from operators.column_kinds import column_levels, worth_asking
 from operators.context import TaskContext
 from sandbox import isolation_mode
 from search.constraints import Constraints
+from search.families import Scale
 from search.floor import Floor
 from search.ideas import idea_pool
 from search.journal import Journal
@@ -76,7 +77,8 @@ class SearchRun:
     def __init__(self, store: RunStore, task: PreparedTask, config: RunConfig,
                  options: dict[str, dict[str, Any]], journal: Journal,
                  requeue: list[Proposal], console: Console,
-                 tests: dict[str, float | None] | None = None) -> None:
+                 tests: dict[str, float | None] | None = None,
+                 opened: float | None = None) -> None:
         self.store = store
         self.task = task
         self.config = config
@@ -85,11 +87,15 @@ class SearchRun:
         self.requeue = requeue  # proposals in flight when the previous start stopped
         self.console = console
         self.tests = dict(tests or {})  # test scores of the nodes stored before this start
+        # When the command began reading its task (time.monotonic): the budget's clock starts
+        # there, so reading and splitting a large CSV is spent from the budget too.
+        self.opened = time.monotonic() if opened is None else opened
 
     @classmethod
     def new(cls, config: RunConfig, console: Console) -> SearchRun:
         """Check the machine and the data, then create runs/<id>: nothing is written before
         every check has passed."""
+        opened = time.monotonic()
         if config.data is None or config.target is None:  # validate() guarantees both
             raise UserError("no data: pass --data FILE.csv --target COLUMN")
         isolation = check_isolation(config)
@@ -104,7 +110,9 @@ class SearchRun:
         task = prepare_task(spec, seed=split_seed)
         warnings = request_warnings(task)
         options = llm_options(config)  # one that cannot work is said before anything is written
-        folds = make_folds(task, config.folds, split_seed)
+        folds = make_folds(task, config.folds, split_seed, rows=search_rows(
+            len(task.train) + len(task.valid_X), task.valid_X.shape[1], config.budget,
+            config.executor_count))
         store = RunStore.create(config.out, task, {
             "config": config.to_json(), "target": task.target, "task_type": task.task_type,
             "metric": task.metric.name, "versions": versions(), "isolation": isolation,
@@ -112,18 +120,22 @@ class SearchRun:
         }, folds)
         write_task_yaml(store.root, config, task.metric.name)
         scored = (f"{folds.k}-fold cross-validation of {len(folds.fold_of)} train+valid rows"
-                  if folds.k > 1 else f"{len(task.train)} train rows, scored on valid")
+                  if folds.k > 1 else
+                  f"a sample of {len(folds.learn_rows(0))} of {len(task.train)} train rows, "
+                  f"scored on {len(folds.held_out)} valid rows (the answer is refitted on every "
+                  "row)" if folds.sampled else f"{len(task.train)} train rows, scored on valid")
         console.print(f"run {store.run_id}: {task.task_type} task, target {task.target!r}, "
                       f"metric {task.metric.name}; {scored}; output {store.root}")
         for line in warnings:
             console.print(f"warning: {line}", markup=False, highlight=False)
         return cls(store, task, config, options, Journal(constraints=constraints), [],
-                   console)
+                   console, opened=opened)
 
     @classmethod
     def resume(cls, run_dir: Path, flags: dict[str, Any], console: Console) -> SearchRun:
         """A stopped run with the flags given for this start (`flags`: only those set). Its
         task stays; without a budget it gets what it had left."""
+        opened = time.monotonic()
         try:
             stored = open_run(run_dir)
             task = stored.task()
@@ -149,7 +161,7 @@ class SearchRun:
         console.print(f"resuming {store.run_id}: {len(stored.journal)} nodes stored, "
                       f"{len(requeue)} re-proposed")
         return cls(store, task, config, options, stored.journal, requeue, console,
-                   stored.tests)
+                   stored.tests, opened)
 
     def start(self) -> Path:
         """One start of the search: Ray up, actors, the loop until a budget ends, then the
@@ -169,7 +181,8 @@ class SearchRun:
         started = time.time()
         store.update_manifest(starts=[*starts, {"at": started, "budget": config.budget,
                                                 "nodes_before": len(journal)}])
-        budget = Budget(config.budget, config.max_nodes, self._tokens_left(before))
+        budget = Budget(config.budget, config.max_nodes, self._tokens_left(before),
+                        started=self.opened)
         progress = Progress(self.console, self.task, journal, budget)
         folds = store.load_folds()
 
@@ -210,7 +223,7 @@ class SearchRun:
                                          reflect=config.reflect, folds=folds),
                     store=store, policy=policy, budget=budget, llm=llm,
                     executors=ExecutorSide.of(sides), requeue=requeue, on_node=on_node,
-                    floor=self._floor(seed, recalled), keep_fold_models=config.save_model)
+                    floor=self._floor(seed, recalled, folds), keep_fold_models=config.save_model)
                 progress.loop = loop
                 stats, interrupted = self._search(loop, progress)
                 tests = {**self.tests, **stats.test_scores}
@@ -220,7 +233,9 @@ class SearchRun:
                 selection = select_final(store, self.task, journal, tests, config, self.console,
                                          workers.run_script, workers.run_scripts)
                 store.drop_fold_models(set())  # best/model/ holds the answer's
-                spent = self._spent(before, stats, budget, interrupted, searched)
+                spent = self._spent(before, stats, budget, interrupted, searched) | {
+                    "peak_driver_bytes": peak_bytes(),
+                    "peak_candidate_bytes": workers.peak_candidate_bytes()}
             finally:
                 if workers is not None:
                     workers.close()
@@ -249,12 +264,15 @@ class SearchRun:
             policy.observe(node)
         return policy
 
-    def _floor(self, seed: int, recalled: Recollection) -> Floor | None:
+    def _floor(self, seed: int, recalled: Recollection, folds: Folds | None) -> Floor | None:
         config = self.config
         if not (config.floor or config.ensemble):
             return None
         return Floor(seed, cases=recalled.case_ids if config.floor else (),
-                     portfolio=config.floor, tuning=config.floor, ensembles=config.ensemble)
+                     portfolio=config.floor, tuning=config.floor, ensembles=config.ensemble,
+                     scale=Scale.of((folds or make_folds(self.task, 1)).floor_size(
+                         len(self.task.test_X), self.task.valid_X.shape[1]),
+                         config.budget, config.executor_count, config.exec_timeout))
 
     def _first_proposals(self, requeue: list[Proposal]) -> list[Proposal]:
         """What runs first: the analysis (with --analyst and an LLM), the baseline unless one
@@ -323,7 +341,12 @@ class SearchRun:
         the outputs (tree.html, plots, good/)."""
         store, journal = self.store, self.journal
         facts = summary_facts(journal, tests, spent, selection)  # best_test: a refit's
-        facts["folds"] = (store.load_folds() or make_folds(self.task, 1)).k
+        folds = store.load_folds() or make_folds(self.task, 1)
+        facts["folds"] = folds.k
+        if folds.sampled:
+            facts["sample"] = {"learn": len(folds.learn_rows(0)), "train": len(self.task.train),
+                               "held_out": len(folds.held_out),
+                               "valid": len(self.task.valid_X)}
         facts["isolation"] = manifest.get("isolation", "")  # as read when this start began
         facts["llm"] = self.config.llm
         memory_record |= remember_run(self.config, store, self.task, journal, self.console)

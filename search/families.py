@@ -13,6 +13,8 @@ each trial runs once per fold.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +36,22 @@ class Configuration:
 
 
 @dataclass(frozen=True, slots=True)
+class Size:
+    """What a floor node's cost grows with: the rows each fit learns from, the rows each fit
+    predicts (held-out and test), the feature columns, and the fits in the node's run (one
+    per fold)."""
+    learn: int
+    predict: int
+    columns: int
+    fits: int = 1
+
+
+# The seconds of one fit and its predictions on one core, beyond the run's start and reading
+# (`node_seconds`): the family's `cost` of its params and a Size.
+Cost = Callable[[Mapping[str, Any], Size], float]
+
+
+@dataclass(frozen=True, slots=True)
 class Family:
     name: str
     description: str  # what the model is, for a person reading the tree
@@ -42,6 +60,8 @@ class Family:
     imports: str  # the import lines its constructors need
     regressor: str  # code text: an unfitted estimator built from PARAMS, as the harness
     classifier: str  # writes it inside `Encoded(...)` (operators/models.py)
+    cost: Cost
+    trees: str | None = None  # the parameter a node is sized down by (None: it cannot be)
 
     def model(self, regression: bool) -> str:
         return self.regressor if regression else self.classifier
@@ -53,6 +73,26 @@ class Family:
 
 _SCALED = ("from sklearn.pipeline import make_pipeline\n"
            "from sklearn.preprocessing import StandardScaler")
+
+# Each family's cost (`Family.cost`), in seconds on one core: per tree (or boosting round; for
+# CatBoost per level of its trees) and per learning row and column, and per tree and predicted
+# row. Fitted to benchmarks.fit_cost's runs: benchmarks/results/big-data-2026-12-06.
+# LightGBM also pays per leaf and column (finding splits) and per predicted row and level.
+LGBM_FIT, LGBM_PREDICT, LGBM_SPLIT = 5.4e-9, 1.8e-8, 3.6e-6
+CATBOOST_FIT, CATBOOST_PREDICT = 1.3e-9, 1.2e-8
+HIST_FIT, HIST_PREDICT = 3.3e-9, 2.0e-7
+# A forest's trees grow to their leaves: per tree, row, column drawn and level (log2 of rows)
+EXTRA_FIT, FOREST_FIT, FOREST_PREDICT = 1.5e-8, 5.8e-8, 9.4e-9
+LINEAR_FIT = 1.1e-7
+KNN_PREDICT = 2.0e-10  # per learning row, predicted row and column (brute-force distances)
+
+
+def _forest(fit: float, p: Mapping[str, Any], s: Size) -> float:
+    """A forest's seconds per tree: grown on a share of the columns to a depth of about
+    log2(rows / min_samples_leaf), then walked by every predicted row."""
+    depth = math.log2(max(2.0, s.learn / p["min_samples_leaf"]))
+    return depth * (fit * s.learn * s.columns * p["max_features"] + FOREST_PREDICT * s.predict)
+
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family(
@@ -81,7 +121,11 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
         ),
         "import lightgbm as lgb",
         "lgb.LGBMRegressor(**PARAMS, subsample_freq=1, random_state=0, verbose=-1)",
-        "lgb.LGBMClassifier(**PARAMS, subsample_freq=1, random_state=0, verbose=-1)"),
+        "lgb.LGBMClassifier(**PARAMS, subsample_freq=1, random_state=0, verbose=-1)",
+        lambda p, s: p["n_estimators"] * (
+            (LGBM_FIT * s.learn + LGBM_SPLIT * p["num_leaves"]) * s.columns * p["colsample_bytree"]
+            + LGBM_PREDICT * s.predict * math.log2(max(2, p["num_leaves"]))),
+        "n_estimators"),
     Family(
         "extra_trees", "extremely randomised trees", (
             ("n_estimators", "int", 100, 400),
@@ -93,7 +137,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
         ),
         "from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor",
         "ExtraTreesRegressor(**PARAMS, random_state=0)",
-        "ExtraTreesClassifier(**PARAMS, random_state=0)"),
+        "ExtraTreesClassifier(**PARAMS, random_state=0)",
+        lambda p, s: p["n_estimators"] * _forest(EXTRA_FIT, p, s), "n_estimators"),
     Family(
         "random_forest", "random forest", (
             ("n_estimators", "int", 100, 400),
@@ -105,7 +150,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
         ),
         "from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor",
         "RandomForestRegressor(**PARAMS, random_state=0)",
-        "RandomForestClassifier(**PARAMS, random_state=0)"),
+        "RandomForestClassifier(**PARAMS, random_state=0)",
+        lambda p, s: p["n_estimators"] * _forest(FOREST_FIT, p, s), "n_estimators"),
     Family(
         "hist_gb", "scikit-learn histogram gradient boosting", (
             ("max_iter", "log_int", 50, 600),
@@ -121,7 +167,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
         "from sklearn.ensemble import HistGradientBoostingClassifier, "
         "HistGradientBoostingRegressor",
         "HistGradientBoostingRegressor(**PARAMS, random_state=0)",
-        "HistGradientBoostingClassifier(**PARAMS, random_state=0)"),
+        "HistGradientBoostingClassifier(**PARAMS, random_state=0)",
+        lambda p, s: p["max_iter"] * (HIST_FIT * s.learn * s.columns + HIST_PREDICT * s.predict),
+        "max_iter"),
     Family(
         "catboost", "CatBoost gradient boosting (text columns as its categorical features)", (
             # AutoGluon's CatBoost space widened (depth 5-8, learning rate 0.005-0.2, L2 1-5);
@@ -143,7 +191,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
         "CatBoostRegressor(**PARAMS, thread_count=joblib.cpu_count(only_physical_cores=True), "
         "random_state=0, verbose=False, allow_writing_files=False)",
         "CatBoostClassifier(**PARAMS, thread_count=joblib.cpu_count(only_physical_cores=True), "
-        "random_state=0, verbose=False, allow_writing_files=False)"),
+        "random_state=0, verbose=False, allow_writing_files=False)",
+        lambda p, s: p["iterations"] * p["depth"] * (
+            CATBOOST_FIT * s.learn * s.columns + CATBOOST_PREDICT * s.predict),
+        "iterations"),
     Family(
         "linear", "a linear model (ridge / logistic regression) on standardised features", (
             ("alpha", "log_float", 1e-3, 1e3),
@@ -153,7 +204,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
         "from sklearn.linear_model import LogisticRegression, Ridge\n" + _SCALED,
         "make_pipeline(StandardScaler(), Ridge(alpha=PARAMS['alpha']))",
         "make_pipeline(StandardScaler(), LogisticRegression(C=1.0 / PARAMS['alpha'], "
-        "max_iter=2000))"),
+        "max_iter=2000))",
+        lambda p, s: LINEAR_FIT * s.learn * s.columns),
     Family(
         "knn", "k nearest neighbours on standardised features", (
             ("n_neighbors", "log_int", 2, 64),
@@ -164,7 +216,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
         "from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor\n" + _SCALED,
         # Encoded.fit lowers n_neighbors to the training rows' count.
         "make_pipeline(StandardScaler(), KNeighborsRegressor(**PARAMS))",
-        "make_pipeline(StandardScaler(), KNeighborsClassifier(**PARAMS))"),
+        "make_pipeline(StandardScaler(), KNeighborsClassifier(**PARAMS))",
+        lambda p, s: KNN_PREDICT * s.learn * s.predict * s.columns),
 )}
 
 # Every family's entries by place, cheapest first: (name, family, params). The baseline root
@@ -181,3 +234,72 @@ BASELINE_PARAMS: dict[str, Any] = {
     "n_estimators": 100, "learning_rate": 0.1, "num_leaves": 31, "min_child_samples": 20,
     "subsample": 1.0, "colsample_bytree": 1.0, "reg_alpha": 1e-8, "reg_lambda": 1e-8,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """What a run's floor nodes cost: their Size, and the most seconds one may take."""
+    size: Size
+    seconds: float
+
+    @classmethod
+    def of(cls, size: Size, budget: float, executors: int, timeout: float) -> Scale:
+        """A node may take a FLOOR_NODES-th of the executors' budget, and `timeout` at most."""
+        return cls(size, min(timeout, budget * max(1, executors) / FLOOR_NODES))
+
+
+# Issue 75 asks for at least 20 floor nodes in a budget on a million rows: a node may take at
+# most this share of the executors' time (Scale.of).
+FLOOR_NODES = 20
+
+
+# A sandboxed run's start (interpreter, imports, writing its inputs) and reading its CSVs, on
+# one core. Measured with benchmarks.fit_cost: benchmarks/results/big-data-2026-12-06.
+START_SECONDS = 1.2
+READ_SECONDS_PER_CELL = 2.0e-7
+# A configuration sized down keeps at least this share of its trees, or is not run.
+MIN_TREES_SHARE = 0.2
+
+
+def node_seconds(family: str, params: Mapping[str, Any], size: Size) -> float:
+    """The estimated seconds of a node of `family` with `params` at `size`, on one core."""
+    return (START_SECONDS + READ_SECONDS_PER_CELL * (size.learn + size.predict) * size.columns
+            + size.fits * FAMILIES[family].cost(params, size))
+
+
+def sized(family: str, params: Mapping[str, Any], scale: Scale | None) -> dict[str, Any] | None:
+    """`params` where their node fits in `scale.seconds`; else with as many trees as fit (at
+    least MIN_TREES_SHARE of them); None where even that does not fit."""
+    if scale is None or node_seconds(family, params, scale.size) <= scale.seconds:
+        return dict(params)
+    trees = FAMILIES[family].trees
+    if trees is None:
+        return None
+    fixed = node_seconds(family, {**params, trees: 0}, scale.size)
+    per_tree = (node_seconds(family, params, scale.size) - fixed) / params[trees]
+    fitting = math.floor((scale.seconds - fixed) / per_tree)
+    if fitting < MIN_TREES_SHARE * params[trees]:
+        return None
+    return {**params, trees: fitting}
+
+
+def affordable_space(family: str, scale: Scale | None) -> tuple[Dimension, ...]:
+    """`family`'s space, its trees' upper end lowered to what `scale` affords with its first
+    portfolio configuration's other values (never below the lower end: a trial there is
+    sized down or dropped by `sized`)."""
+    record = FAMILIES[family]
+    if scale is None or record.trees is None:
+        return record.space
+    typical = record.portfolio[0].params
+    space = []
+    for name, kind, low, high in record.space:
+        if name == record.trees:
+            fitting = sized(family, {**typical, name: high}, scale)
+            high = max(low, fitting[name]) if fitting is not None else low
+        space.append((name, kind, low, high))
+    return tuple(space)
+
+
+def affordable(family: str, scale: Scale | None) -> bool:
+    """Whether `family`'s first portfolio configuration runs at `scale`, sized down or not."""
+    return sized(family, FAMILIES[family].portfolio[0].params, scale) is not None

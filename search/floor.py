@@ -39,7 +39,17 @@ from typing import Any
 
 import optuna
 
-from search.families import BASELINE_FAMILY, BASELINE_PARAMS, FAMILIES, PORTFOLIO, Dimension
+from search.families import (
+    BASELINE_FAMILY,
+    BASELINE_PARAMS,
+    FAMILIES,
+    PORTFOLIO,
+    Dimension,
+    Scale,
+    affordable,
+    affordable_space,
+    sized,
+)
 from search.journal import Journal
 from search.node import Node, Operator, Status
 from search.policy import InFlightKey, Proposal, in_flight_of
@@ -214,8 +224,12 @@ class Floor:
     """Proposes the engine's own nodes; it reads every finished node from the Journal."""
 
     def __init__(self, seed: int = 0, *, cases: tuple[str, ...] = (), portfolio: bool = True,
-                 tuning: bool = True, ensembles: bool = True, ensemble_every: int = 3) -> None:
+                 tuning: bool = True, ensembles: bool = True, ensemble_every: int = 3,
+                 scale: Scale | None = None) -> None:
         self.seed = seed
+        # what a node may cost on this run's data and budget (None: no limit); a configuration
+        # that costs more is sized down (fewer trees) or not run (search.families.sized)
+        self.scale = scale
         self.cases = cases  # ids of the retrieved cases, run as stored before the portfolio
         self.portfolio = portfolio
         self.tuning = tuning
@@ -249,8 +263,11 @@ class Floor:
             for name, family, params in PORTFOLIO:
                 if name not in self._run_once:
                     self._run_once.add(name)  # in flight now; a loss is not retried
+                    fitting = sized(family, params, self.scale)
+                    if fitting is None:  # too slow for this run even with fewer trees
+                        continue
                     return Proposal(Operator.PORTFOLIO, None, 0.0, idea=name, family=family,
-                                    params=tuple(sorted(params.items())))
+                                    params=tuple(sorted(fitting.items())))
         if self.tuning:
             return self._trial(journal, in_flight)
         return None
@@ -268,15 +285,21 @@ class Floor:
         return Proposal(Operator.ENSEMBLE, best[0].node_id, 0.0,
                         members=tuple(n.node_id for n in best))
 
-    def _trial(self, journal: Journal, in_flight: Mapping[InFlightKey, int]) -> Proposal:
+    def _trial(self, journal: Journal, in_flight: Mapping[InFlightKey, int]) -> Proposal | None:
         ranked = self._ranked(journal)
         # Counted from the Journal and the work in flight, so a resumed run keeps the rhythm.
         trials = len(journal.nodes_of(Operator.TUNE)) + in_flight_of(in_flight, Operator.TUNE)
         key = ranked[1] if trials % 3 == 2 and len(ranked) > 1 else ranked[0]
-        trial = self._study(key).ask(self._spaces[key])
+        study = self._study(key)
+        trial = study.ask(self._spaces[key])
         params = tuple(sorted(trial.params.items()))
         family, feature_set = study_family(key)
         if family:
+            fitting = sized(family, trial.params, self.scale)
+            if fitting is None:  # its space fits the run's scale, this corner of it does not
+                study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+                return None
+            params = tuple(sorted(fitting.items()))
             proposal = Proposal(Operator.TUNE, None, 0.0, idea=f"{key} trial {trial.number}",
                                 family=family, params=params, feature_set=feature_set)
         else:  # a node: its code with new PARAMS values, a child of it
@@ -311,6 +334,8 @@ class Floor:
         rank: dict[str, tuple[bool, float]] = {}  # study -> (stalled, minus its best score)
         for key in best:
             family, feature_set = study_family(key)
+            if family and not affordable(family, self.scale):
+                continue
             if not family or feature_set == current:
                 rank[key] = (stalled(key), -best[key])
                 continue
@@ -327,7 +352,7 @@ class Floor:
             study = optuna.create_study(direction="maximize", sampler=sampler)
             family, feature_set = study_family(key)
             if family:
-                self._spaces[key] = distributions(FAMILIES[family].space)
+                self._spaces[key] = distributions(affordable_space(family, self.scale))
                 # A kept program adds a few columns to its parent set: the hyperparameters
                 # that did well there are the best first guess here. Without them TPE would
                 # spend its first 5 trials on random points, a large part of a short run.

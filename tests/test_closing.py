@@ -139,6 +139,15 @@ def test_a_holdout_answer_keeps_back_its_refit_on_more_rows(task: PreparedTask) 
         SAVE_SHARE * 8.0 * rows)
 
 
+def test_a_sampled_holdout_keeps_back_its_refit_on_every_row(task: PreparedTask) -> None:
+    folds = make_folds(task, HOLDOUT, rows=40)  # learns from 30 of the train rows
+    journal = Journal([make_node("n1", metric=0.5, exec_seconds=8.0)])
+    rows = (len(task.train) + len(task.valid_y)) / len(folds.learn_rows(0))
+    assert rows > (len(task.train) + len(task.valid_y)) / len(task.train)
+    assert closing_seconds(journal, config(save_model=False), folds, task, 1) == pytest.approx(
+        8.0 * rows)
+
+
 def test_select_cv_keeps_back_the_cross_validation_of_the_top_nodes(task: PreparedTask) -> None:
     folds = make_folds(task, 5)
     nodes = [make_node(f"n{i}", metric=0.1 * i, exec_seconds=5.0 * i) for i in range(1, 6)]

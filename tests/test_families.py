@@ -19,8 +19,23 @@ from operators.context import TaskContext
 from operators.harness import PREPARE_SOURCE, assemble
 from operators.models import model_code
 from sandbox import Limits, run_script
-from search.families import FAMILIES, PORTFOLIO, TRIAL_SEED, Family
-from search.floor import distributions
+from search.families import (
+    FAMILIES,
+    MIN_TREES_SHARE,
+    PORTFOLIO,
+    TRIAL_SEED,
+    Family,
+    Scale,
+    Size,
+    affordable,
+    affordable_space,
+    node_seconds,
+    sized,
+)
+from search.floor import Floor, distributions
+from search.journal import Journal
+from search.node import Operator
+from tests.helpers import make_node
 
 ROWS = 240
 RNG = np.random.default_rng(0)
@@ -68,6 +83,68 @@ def test_the_portfolio_is_every_records_entries_by_place() -> None:
             # a seed is spelled as the gate replaces it, or not at all
             assert model.count(TRIAL_SEED) == family.seeded(regression) \
                 and model.count("random_state") == family.seeded(regression), family.name
+
+
+# A million-row table's search sample (benchmarks.big_data at 5 minutes, 2 executors), and a
+# small data set's five folds.
+LARGE = Size(100_000, 33_000 + 200_000, 18)
+SMALL = Size(800, 200 + 260, 10, fits=5)
+
+
+def test_a_node_that_fits_its_share_runs_as_it_is_else_with_fewer_trees_or_not_at_all() -> None:
+    params = dict(FAMILIES["lgbm"].portfolio[0].params)
+    full = node_seconds("lgbm", params, LARGE)
+    assert full > node_seconds("lgbm", params, SMALL), "more rows cost more"
+    assert sized("lgbm", params, Scale(LARGE, full + 1)) == params
+    assert sized("lgbm", params, None) == params
+    half = sized("lgbm", params, Scale(LARGE, full / 2))
+    assert half is not None and half["n_estimators"] < params["n_estimators"]
+    assert node_seconds("lgbm", half, LARGE) <= full / 2
+    assert {k: v for k, v in half.items() if k != "n_estimators"} == {
+        k: v for k, v in params.items() if k != "n_estimators"}
+    fewest = node_seconds("lgbm", {**params, "n_estimators": MIN_TREES_SHARE * params[
+        "n_estimators"]}, LARGE)
+    assert sized("lgbm", params, Scale(LARGE, fewest * 0.9)) is None
+    knn = FAMILIES["knn"].portfolio[0].params  # nothing to size down by
+    assert sized("knn", knn, Scale(LARGE, node_seconds("knn", knn, LARGE) * 0.9)) is None
+    assert not affordable("knn", Scale(LARGE, node_seconds("knn", knn, LARGE) * 0.9))
+
+
+def test_a_tuned_familys_space_holds_the_trees_that_fit() -> None:
+    scale = Scale(LARGE, node_seconds("lgbm", FAMILIES["lgbm"].portfolio[0].params, LARGE))
+    (low, high), = [(lo, hi) for name, _, lo, hi in affordable_space("lgbm", scale)
+                    if name == "n_estimators"]
+    (_, top), = [(lo, hi) for name, _, lo, hi in FAMILIES["lgbm"].space if name == "n_estimators"]
+    assert low <= high < top
+    assert affordable_space("lgbm", None) == FAMILIES["lgbm"].space
+    assert affordable_space("linear", scale) == FAMILIES["linear"].space
+
+
+def test_small_data_runs_every_portfolio_entry_as_it_is() -> None:
+    """The default run (10 minutes, one executor) sizes nothing on a small data set: the
+    limit is for large data alone."""
+    scale = Scale(SMALL, 600 / 20)
+    for _, family, params in PORTFOLIO:
+        assert sized(family, params, scale) == params, family
+
+
+def test_the_floor_runs_the_portfolio_sized_to_the_run() -> None:
+    """On a large sample with a tight share, the floor skips what cannot fit (nearest
+    neighbours), sizes down what can, and keeps asking Optuna for affordable trials."""
+    lgbm = node_seconds("lgbm", FAMILIES["lgbm"].portfolio[0].params, LARGE)
+    floor = Floor(0, scale=Scale(LARGE, lgbm * 0.8))
+    journal = Journal([make_node("root", operator=Operator.DRAFT, metric=0.5)])
+    seen = []
+    while (proposal := floor.propose(journal, {}, executor_free=True)) is not None:
+        if proposal.operator is not Operator.PORTFOLIO:
+            break
+        seen.append(proposal)
+        assert node_seconds(proposal.family, proposal.param_dict, LARGE) <= lgbm * 0.8
+    assert "knn" not in {p.family for p in seen}
+    assert any(p.param_dict != dict(next(c.params for c in FAMILIES[p.family].portfolio
+                                         if c.name == p.idea)) for p in seen), "sized down"
+    assert proposal is not None and proposal.operator is Operator.TUNE
+    assert node_seconds(proposal.family, proposal.param_dict, LARGE) <= lgbm * 0.8
 
 
 def _run_in_process(ctx: TaskContext, name: str, train: pd.DataFrame, y: np.ndarray,

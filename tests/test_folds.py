@@ -14,6 +14,9 @@ import pytest
 from engine.evaluation.folds import (
     FOLDS_FILE,
     HOLDOUT,
+    MIN_SEARCH_ROWS,
+    OUTSIDE,
+    SEARCH_CELLS_PER_EXECUTOR_SECOND,
     all_folds_inputs,
     dev_frame,
     dev_labels,
@@ -21,6 +24,7 @@ from engine.evaluation.folds import (
     fold_inputs,
     fold_splitter,
     make_folds,
+    search_rows,
 )
 from engine.evaluation.scoring import read_stacked, read_submission, score_held_out
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
@@ -91,6 +95,47 @@ def test_the_holdout_is_one_fold_train_to_valid(task: PreparedTask) -> None:
     assert (folds.fold_of[: len(task.train)] == -1).all()
     assert fold_inputs(task, folds, 0) == task.inputs()
     assert folds.to_json() == type(folds).from_json(folds.to_json()).to_json()
+
+
+def test_a_large_holdout_search_uses_a_sample_sized_by_the_budget() -> None:
+    cells = SEARCH_CELLS_PER_EXECUTOR_SECOND * 300 * 2
+    assert search_rows(800_000, 18, 300, 2) == cells // 18 < 800_000
+    assert search_rows(800_000, 18, 7200, 2) == 800_000, "a long budget searches every row"
+    assert search_rows(800_000, 10_000, 60, 1) == MIN_SEARCH_ROWS
+    assert search_rows(5_000, 18, 60, 1) == 5_000
+
+
+def test_the_sampled_holdout_learns_and_scores_on_its_sample_alone(task: PreparedTask,
+                                                                   tmp_path: Path) -> None:
+    n_train, n_dev = len(task.train), len(task.train) + len(task.valid_X)
+    folds = make_folds(task, HOLDOUT, seed=1, rows=60)
+    learn, held = folds.learn_rows(0), folds.held_out
+    assert folds.sampled and not make_folds(task, HOLDOUT, rows=n_dev).sampled
+    assert len(learn) + len(held) == 60 == len(folds.searched)
+    assert len(learn) == round(60 * n_train / n_dev) and (learn < n_train).all()
+    assert (held >= n_train).all()
+    assert learn.tolist() != list(range(len(learn))), "a random sample, not the first rows"
+    assert (folds.fold_of == OUTSIDE).sum() == n_dev - 60
+    dev = dev_frame(task)
+    one = fold_inputs(task, folds, 0)
+    pd.testing.assert_frame_equal(pd.read_csv(io.BytesIO(one["train.csv"])),
+                                  dev.iloc[learn].reset_index(drop=True), check_dtype=False)
+    assert len(pd.read_csv(io.BytesIO(one["valid.csv"]))) == len(held)
+    assert task.target not in pd.read_csv(io.BytesIO(one["valid.csv"])).columns
+    assert one["test.csv"] == task.split_files["test.csv"]
+    assert type(folds).from_json(folds.to_json()).sampled
+    # engine-written code runs on the sample's rows alone, for real: its held-out predictions
+    # are the sample's valid rows
+    every = all_folds_inputs(task, folds)
+    assert len(pd.read_csv(io.BytesIO(every["train.csv"]))) == 60
+    assert pd.read_csv(io.BytesIO(every[FOLDS_FILE]))["fold"].tolist() == (
+        folds.fold_of[folds.searched].tolist())
+    ctx = TaskContext(preview="", target="label", task_type="binary", metric="roc_auc",
+                      maximize=True, labels=task.labels, needs_proba=True)
+    result = run_script(assemble(ctx, baseline_code(ctx), all_folds=True), every,
+                        Limits(wall_seconds=120))
+    assert result.status == "ok", result.stderr_tail
+    assert len(read_submission(task, result.valid_csv, "valid", len(held))) == len(held)
 
 
 def test_all_folds_run_scores_like_fold_by_fold_runs(task: PreparedTask, tmp_path: Path) -> None:

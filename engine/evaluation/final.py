@@ -141,11 +141,13 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
     if best is None:
         return 0.0
     # One fit of a node on every training row it learns from, from its scoring: a holdout run
-    # scored it with one run on train (fewer rows), a k-fold run with k runs, one a fold.
+    # scored it with one run on train (fewer rows; on a sample, far fewer), a k-fold run with k
+    # runs, one a fold.
     slots = max(1, executors)
     if folds is None or folds.k == HOLDOUT:
         holdout, rounds, k = True, 1, 1
-        per_fit = (len(task.train) + len(task.valid_y)) / max(1, len(task.train))
+        learned = len(task.train) if folds is None else len(folds.learn_rows(0))
+        per_fit = (len(task.train) + len(task.valid_y)) / max(1, learned)
     else:
         holdout, rounds, k = False, -(-folds.k // slots), folds.k
         per_fit = 1.0 / folds.k

@@ -13,6 +13,11 @@ holdout, one fold: learn from train, predict valid, as a search without folds do
 is then refitted on every dev row). A candidate costs k fits plus k process starts: where a fit
 is slow, more candidates beat a steadier score, and 8 folds tested no better than 5 on small
 data. Measured: benchmarks/results/folds-2026-11-25.
+
+How many rows the search uses (`search_rows`): on the holdout, where the dev rows hold more
+cells than the budget can fit many times over, the search learns from a random sample of train
+and is scored on a random sample of valid (the rest are OUTSIDE the search); the answer is
+refitted on every dev row all the same.
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ import pandas as pd
 from sklearn.model_selection import KFold, StratifiedKFold
 
 from engine.task.prepare import PreparedTask, csv_bytes
+from search.families import Size
 from search.programs import GATE_PAIRS
 
 HOLDOUT = 1
+OUTSIDE = -2  # the fold of a dev row the search's sample leaves out (see `search_rows`)
 FOLD_ROWS = ((20_000, 5),)  # (dev rows at most, folds); above: the holdout
 FOLDS_FILE = "folds.csv"  # the fold of each dev row, for engine-written code that runs all folds
 
@@ -72,7 +79,25 @@ class Folds:
         return np.flatnonzero(self.fold_of == fold)
 
     def learn_rows(self, fold: int) -> np.ndarray:
-        return np.flatnonzero(self.fold_of != fold)
+        return np.flatnonzero((self.fold_of != fold) & (self.fold_of != OUTSIDE))
+
+    def floor_size(self, test_rows: int, columns: int) -> Size:
+        """The Size of one floor node on these folds: a fit per fold, each learning from the
+        rows outside its fold and predicting its fold's rows and the test rows."""
+        if self.k == HOLDOUT:
+            return Size(len(self.learn_rows(0)), len(self.held_out) + test_rows, columns)
+        dev = len(self.fold_of)
+        return Size(dev * (self.k - 1) // self.k, dev // self.k + test_rows, columns, self.k)
+
+    @property
+    def searched(self) -> np.ndarray:
+        """The dev rows the search learns from or predicts, in dev order: all but OUTSIDE."""
+        return np.flatnonzero(self.fold_of != OUTSIDE)
+
+    @property
+    def sampled(self) -> bool:
+        """Whether the search uses a sample of the dev rows (see `search_rows`)."""
+        return bool((self.fold_of == OUTSIDE).any())
 
     def groups(self, seed: int = 0) -> np.ndarray:
         """The group of each held-out row (in `held_out` order) for comparisons that need
@@ -114,13 +139,37 @@ def dev_labels(task: PreparedTask) -> pd.Series:
     return pd.concat([task.train[task.target], task.valid_y], ignore_index=True)
 
 
-def make_folds(task: PreparedTask, k: int | None = None, seed: int = 0) -> Folds:
-    """Folds of the dev rows: stratified by class for classification, shuffled with `seed`."""
+# The cells (rows times feature columns) a search learns from per executor-second of its
+# budget, at most: more and a floor trial's fit takes too much of the budget for the search to
+# run many. Measured: benchmarks/results/big-data-2026-12-06.
+SEARCH_CELLS_PER_EXECUTOR_SECOND = 3_000
+# Never a smaller sample than this many dev rows (the largest data that gets 5 folds).
+MIN_SEARCH_ROWS = FOLD_ROWS[-1][0]
+
+
+def search_rows(dev_rows: int, columns: int, budget_seconds: float, executors: int) -> int:
+    """How many of `dev_rows` rows of `columns` feature columns a holdout search uses: all of
+    them, or as many as SEARCH_CELLS_PER_EXECUTOR_SECOND allows for the budget's executor
+    seconds (at least MIN_SEARCH_ROWS)."""
+    cells = SEARCH_CELLS_PER_EXECUTOR_SECOND * budget_seconds * max(1, executors)
+    return min(dev_rows, max(MIN_SEARCH_ROWS, int(cells / max(1, columns))))
+
+
+def make_folds(task: PreparedTask, k: int | None = None, seed: int = 0,
+               rows: int | None = None) -> Folds:
+    """Folds of the dev rows: stratified by class for classification, shuffled with `seed`.
+    A holdout uses `rows` dev rows at most (`search_rows`): a random sample of train to learn
+    from and of valid to score on, in the task's proportion of the two."""
     n_train, n_dev = len(task.train), len(task.train) + len(task.valid_X)
     k = fold_count(n_dev, k)
     if k == HOLDOUT:
         fold_of = np.full(n_dev, -1)
         fold_of[n_train:] = 0
+        if rows is not None and rows < n_dev:
+            rng = np.random.default_rng(seed)
+            learn = round(rows * n_train / n_dev)
+            fold_of[:n_train][rng.permutation(n_train)[learn:]] = OUTSIDE
+            fold_of[n_train:][rng.permutation(n_dev - n_train)[rows - learn:]] = OUTSIDE
         return Folds(HOLDOUT, seed, fold_of)
     labels = dev_labels(task).astype(str).to_numpy()
     splits = max(split for split, _ in GATE_PAIRS)
@@ -155,9 +204,9 @@ def fold_splitter(task_type: str, k: int, seed: int) -> KFold | StratifiedKFold:
 def fold_inputs(task: PreparedTask, folds: Folds, fold: int) -> dict[str, bytes]:
     """The input/ folder of one fold's run: learn from the rows outside the fold (with labels),
     predict the fold's rows (without) and the test rows (without)."""
-    dev = dev_frame(task)
-    if folds.k == HOLDOUT:
+    if folds.k == HOLDOUT and not folds.sampled:
         return task.inputs()  # byte for byte the task's own train/valid/test files
+    dev = dev_frame(task)
     held = dev.iloc[folds.rows(fold)].drop(columns=[task.target])
     return {
         "train.csv": csv_bytes(dev.iloc[folds.learn_rows(fold)]),
@@ -169,14 +218,15 @@ def fold_inputs(task: PreparedTask, folds: Folds, fold: int) -> dict[str, bytes]
 
 def all_folds_inputs(task: PreparedTask, folds: Folds) -> dict[str, bytes]:
     """The input/ folder of engine-written code that runs every fold in one process: every dev
-    row with its label, its fold, and its fold in each of the gate's other splits. Never given
-    to LLM-written code, whose every fold is its own sandbox run that sees no label of the rows
-    it predicts."""
+    row the search uses, with its label, its fold, and its fold in each of the gate's other
+    splits. Never given to LLM-written code, whose every fold is its own sandbox run that sees
+    no label of the rows it predicts."""
+    rows = folds.searched
     return {
-        "train.csv": csv_bytes(dev_frame(task)),
+        "train.csv": csv_bytes(dev_frame(task).iloc[rows]),
         FOLDS_FILE: csv_bytes(pd.DataFrame({
-            "fold": folds.fold_of,
-            **{f"gate{r}": split for r, split in enumerate(folds.gate_of, start=1)}})),
+            "fold": folds.fold_of[rows],
+            **{f"gate{r}": split[rows] for r, split in enumerate(folds.gate_of, start=1)}})),
         "test.csv": task.split_files["test.csv"],
         "description.md": task.description.encode("utf-8"),
     }

@@ -186,8 +186,8 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
             + f" ({facts.get('excluded_by_constraints', 0)} ok nodes excluded)")]
           if journal.constraints else []),
         *([("valid scores", f"out of fold: {facts['folds']}-fold cross-validation of train + "
-                            "valid" if facts["folds"] > 1 else "the holdout: learn from "
-                            "train, score on valid")] if facts.get("folds") else []),
+                            "valid" if facts["folds"] > 1 else _holdout(facts))]
+          if facts.get("folds") else []),
         ("nodes", f"{len(journal)} ({counts or 'none'}); "
                   + ", ".join(f"{op} {n}" for op, n in Counter(
                       node.operator.value for node in journal).most_common())),
@@ -200,7 +200,25 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
                  f"budget{stopped}{_closing(facts)}"),
         *([("workers busy", ", ".join(f"{w} {share:.0%}" for w, share in facts["busy"].items()))]
           if facts.get("busy") else []),
+        *([("peak memory", _peak_memory(facts))] if facts.get("peak_driver_bytes") else []),
     ]
+
+
+def _holdout(facts: Mapping[str, Any]) -> str:
+    sample = facts.get("sample")
+    if not sample:
+        return "the holdout: learn from train, score on valid"
+    return (f"the holdout on a sample: learn from {sample['learn']} of {sample['train']} train "
+            f"rows, score on {sample['held_out']} of {sample['valid']} valid rows (the answer "
+            "is refitted on every train + valid row)")
+
+
+def _peak_memory(facts: Mapping[str, Any]) -> str:
+    """The driver's resident peak and the largest candidate's, each its own process's."""
+    candidate = facts.get("peak_candidate_bytes")
+    return (f"driver {facts['peak_driver_bytes'] / 2**30:.2f} GiB"
+            + (f", largest candidate {candidate / 2**30:.2f} GiB" if candidate else "")
+            + " (resident)")
 
 
 def _llm_text(llm: str) -> str:
