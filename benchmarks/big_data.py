@@ -2,7 +2,7 @@
 `--budget` by `engine.run`, against peers fitted on the same rows, on this machine, one at a time:
 
     python -m benchmarks.big_data --rows 1000000 [--budget 5m] [--peers lgbm,autogluon]
-        [--executors 2] [--metric roc_auc] [--seed 0] [--llm llama] [--no-search]
+        [--executors N] [--metric roc_auc] [--seed 0] [--llm llama] [--no-search]
         [--out benchmarks/results/big-data-DATE]
 
 The table is generated, never shipped (`generate`): a binary label from 16 numbers (some
@@ -132,7 +132,8 @@ def search_row(data: Path, test: Path, args: argparse.Namespace, out: Path) -> d
     runs = out / "runs" / f"rows-{args.rows}"
     before = set(runs.iterdir()) if runs.is_dir() else set()
     argv = ["--data", str(data), "--test", str(test), "--target", TARGET, "--metric",
-            args.metric, "--budget", args.budget, "--executors", str(args.executors),
+            args.metric, "--budget", args.budget,
+            *(["--executors", str(args.executors)] if args.executors else []),
             "--seed", str(args.seed), "--llm", args.llm, "--out", str(runs), "--memory", "off",
             "--quiet"]
     code, wall, peak = run_engine(argv)
@@ -160,7 +161,8 @@ def peer_row(name: str, data: Path, test: Path, args: argparse.Namespace,
 
 
 def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
-    lines = [f"# {args.rows:,} rows, {args.budget}, {args.executors} executors "
+    executors = args.executors or "engine.run's default"
+    lines = [f"# {args.rows:,} rows, {args.budget}, executors: {executors}, --llm {args.llm} "
              f"({os.cpu_count()} cores)", "",
              f"`python -m benchmarks.big_data {' '.join(sys.argv[1:])}`", "",
              "| method | test | wall s | peak GiB | nodes | ok nodes | ok floor trials "
@@ -181,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the generated table")
     parser.add_argument("--peers", default="lgbm", help="comma-separated: "
                         + ", ".join(BASELINES) + " ('' for none)")
-    parser.add_argument("--executors", type=int, default=2)
+    parser.add_argument("--executors", type=int, default=None,
+                        help="executors of the search (default: engine.run's, one per core "
+                             "the LLM leaves)")
     parser.add_argument("--metric", default="roc_auc")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-search", action="store_true", help="the peers alone")

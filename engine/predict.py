@@ -29,7 +29,12 @@ from typing import TypeVar
 import pandas as pd
 
 from common.errors import EngineError, UserError, error_exit
-from engine.deploy.saved_model import replay_inputs, saved_states, training_inputs
+from engine.deploy.saved_model import (
+    replay_inputs,
+    saved_rows,
+    saved_states,
+    training_inputs,
+)
 from engine.evaluation.folds import Folds, dev_frame
 from engine.evaluation.scoring import (
     SubmissionError,
@@ -110,13 +115,14 @@ def feature_rows(task: PreparedTask, frame: pd.DataFrame, path: object) -> pd.Da
     return frame.assign(**{c: pd.to_numeric(frame[c]) for c in as_text}) if as_text else frame
 
 
-def training_sets(task: PreparedTask, folds: Folds | None, refit: bool) -> list[bytes]:
+def training_sets(task: PreparedTask, folds: Folds | None, refit: bool,
+                  rows: int | None = None) -> list[bytes]:
     """The input/train.csv of each model to fit: every row of train + valid (--refit), else
     the answer's own (the learn rows of each fold; a holdout run's answer is refitted on
-    every train + valid row)."""
+    every train + valid row, or on the `rows` its saved model learned from)."""
     if refit:
         return [csv_bytes(dev_frame(task))]
-    return [inputs["train.csv"] for inputs in training_inputs(task, folds)]
+    return [inputs["train.csv"] for inputs in training_inputs(task, folds, rows)]
 
 
 class Answer:
@@ -139,6 +145,7 @@ class Answer:
         self.timeout, self.refit = timeout, refit
         self.code, self.folds = solution.read_text(), opened.store.load_folds()
         self.states = None if refit else saved_states(run / "best")
+        self.rows = None if self.states is None else saved_rows(run / "best")
         self._session: Session | None = None
 
     def predict(self, rows: pd.DataFrame, source: object) -> tuple[bytes, int, str]:
@@ -151,7 +158,7 @@ class Answer:
             how = f"its saved model ({len(self.states)} fitted, nothing trained)"
         else:
             parts = []
-            trains = training_sets(self.task, self.folds, self.refit)
+            trains = training_sets(self.task, self.folds, self.refit, self.rows)
             for train in trains:
                 result = _run(self.code, {"train.csv": train, "valid.csv": new, "test.csv": new,
                                           "description.md": self.task.description.encode()},
@@ -168,7 +175,8 @@ class Answer:
         if self._session is None or not self._session.alive:
             # A fitted make_model() reads no training rows: none are copied in.
             trains = ([b""] * len(self.states) if fitted_objects(self.states) else
-                      [inputs["train.csv"] for inputs in training_inputs(self.task, self.folds)])
+                      [inputs["train.csv"]
+                       for inputs in training_inputs(self.task, self.folds, self.rows)])
             try:
                 self._session = start_session(fitted_wrapper(SERVE), replay_inputs(
                     trains, self.code, self.states), Limits(wall_seconds=self.timeout))

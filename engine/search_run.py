@@ -32,7 +32,7 @@ from actors.workers import peak_bytes, ray_session
 from common.errors import StoreError, UserError
 from engine.budget import Budget
 from engine.config import RunConfig, merge, task_yaml_text
-from engine.evaluation.final import closing_seconds, select_final
+from engine.evaluation.final import MAX_CLOSING_SHARE, closing_seconds, select_final
 from engine.evaluation.folds import Folds, make_folds, search_rows
 from engine.evaluation.selection import Selection
 from engine.loop import LoopStats, SearchLoop
@@ -122,8 +122,8 @@ class SearchRun:
         scored = (f"{folds.k}-fold cross-validation of {len(folds.fold_of)} train+valid rows"
                   if folds.k > 1 else
                   f"a sample of {len(folds.learn_rows(0))} of {len(task.train)} train rows, "
-                  f"scored on {len(folds.held_out)} valid rows (the answer is refitted on every "
-                  "row)" if folds.sampled else f"{len(task.train)} train rows, scored on valid")
+                  f"scored on {len(folds.held_out)} valid rows (the answer is refitted on more "
+                  "rows)" if folds.sampled else f"{len(task.train)} train rows, scored on valid")
         console.print(f"run {store.run_id}: {task.task_type} task, target {task.target!r}, "
                       f"metric {task.metric.name}; {scored}; output {store.root}")
         for line in warnings:
@@ -231,7 +231,8 @@ class SearchRun:
                 store.compact()
                 workers.lend_llm_cpus()
                 selection = select_final(store, self.task, journal, tests, config, self.console,
-                                         workers.run_script, workers.run_scripts)
+                                         workers.run_script, workers.run_scripts,
+                                         budget.seconds - budget.elapsed())
                 store.drop_fold_models(set())  # best/model/ holds the answer's
                 spent = self._spent(before, stats, budget, interrupted, searched) | {
                     "peak_driver_bytes": peak_bytes(),
@@ -268,11 +269,15 @@ class SearchRun:
         config = self.config
         if not (config.floor or config.ensemble):
             return None
+        plan = folds or make_folds(self.task, 1)
+        # A search on a sample keeps back up to MAX_CLOSING_SHARE of its budget for the
+        # answer's refit on more rows: its floor nodes share the rest.
+        searching = config.budget * (1 - MAX_CLOSING_SHARE if plan.sampled else 1)
         return Floor(seed, cases=recalled.case_ids if config.floor else (),
                      portfolio=config.floor, tuning=config.floor, ensembles=config.ensemble,
-                     scale=Scale.of((folds or make_folds(self.task, 1)).floor_size(
-                         len(self.task.test_X), self.task.valid_X.shape[1]),
-                         config.budget, config.executor_count, config.exec_timeout))
+                     scale=Scale.of(plan.floor_size(len(self.task.test_X),
+                                                    self.task.valid_X.shape[1]),
+                                    searching, config.executor_count, config.exec_timeout))
 
     def _first_proposals(self, requeue: list[Proposal]) -> list[Proposal]:
         """What runs first: the analysis (with --analyst and an LLM), the baseline unless one

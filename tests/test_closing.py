@@ -12,13 +12,20 @@ import pytest
 
 from engine.budget import Budget
 from engine.config import RunConfig
-from engine.deploy.saved_model import compose_runs
+from engine.deploy.saved_model import (
+    INFO_FILE,
+    MODEL_DIR,
+    compose_runs,
+    saved_rows,
+    training_inputs,
+)
 from engine.evaluation.final import (
     COMPOSE_SECONDS,
     COMPOSE_SECONDS_PER_MB,
     MAX_CLOSING_SHARE,
     SAVE_SHARE,
     closing_seconds,
+    refit_rows,
 )
 from engine.evaluation.folds import HOLDOUT, make_folds
 from engine.evaluation.select import CV_FOLDS
@@ -146,6 +153,39 @@ def test_a_sampled_holdout_keeps_back_its_refit_on_every_row(task: PreparedTask)
     assert rows > (len(task.train) + len(task.valid_y)) / len(task.train)
     assert closing_seconds(journal, config(save_model=False), folds, task, 1) == pytest.approx(
         8.0 * rows)
+
+
+def test_a_sampled_answer_is_refitted_on_as_many_rows_as_the_time_left_affords(
+        task: PreparedTask) -> None:
+    folds = make_folds(task, HOLDOUT, rows=40)
+    learned, dev = len(folds.learn_rows(0)), len(folds.fold_of)
+    # 8 s a scoring run, 2 s of it fitting: each further `learned` rows cost 2 s more
+    node = dataclasses.replace(make_node("n1", metric=0.5, exec_seconds=8.0), train_seconds=2.0)
+    journal = Journal([node])
+    assert refit_rows(task, journal, node, folds, SAVE_SHARE * (8.0 + 2.0)) == 2 * learned
+    assert refit_rows(task, journal, node, folds, 1.0) == learned  # never fewer than it had
+    assert refit_rows(task, journal, node, folds,  # every row fits
+                      SAVE_SHARE * (8.0 + 2.0 * dev / learned)) is None
+    assert refit_rows(task, journal, node, folds, None) is None
+    # a search on every row refits on every row, whatever the time
+    assert refit_rows(task, journal, node, make_folds(task, HOLDOUT), 1.0) is None
+
+
+def test_a_refit_on_part_of_the_rows_is_the_same_rows_for_a_replay(task: PreparedTask,
+                                                                   tmp_path: Path) -> None:
+    folds = make_folds(task, HOLDOUT, rows=40)
+    (part,) = training_inputs(task, folds, 100)
+    (again,) = training_inputs(task, folds, 100)
+    (every,) = training_inputs(task, folds)
+    assert part["train.csv"] == again["train.csv"]
+    assert len(part["train.csv"].decode().splitlines()) == 1 + 100
+    assert len(every["train.csv"].decode().splitlines()) == 1 + len(folds.fold_of)
+    assert part["test.csv"] == every["test.csv"]
+    (tmp_path / MODEL_DIR).mkdir()
+    (tmp_path / MODEL_DIR / INFO_FILE).write_text('{"saved": true, "train_rows": 100}')
+    assert saved_rows(tmp_path) == 100
+    (tmp_path / MODEL_DIR / INFO_FILE).write_text('{"saved": true, "train_rows": null}')
+    assert saved_rows(tmp_path) is None
 
 
 def test_select_cv_keeps_back_the_cross_validation_of_the_top_nodes(task: PreparedTask) -> None:

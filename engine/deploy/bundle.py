@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from common.errors import UserError
-from engine.deploy.saved_model import saved_states, training_inputs
+from engine.deploy.saved_model import saved_rows, saved_states, training_inputs
 from engine.records.runs import open_run
 from fileio import replacing_dir
 from operators.fitted import LOAD, fitted_objects, fitted_wrapper
@@ -121,7 +121,8 @@ def export_model(run: Path, out: Path) -> dict[str, Any]:
             (staging / "model" / f"fold-{index}.pkl").write_bytes(state)
         if replay:
             (staging / "data").mkdir()
-            for index, inputs in enumerate(training_inputs(task, opened.store.load_folds())):
+            for index, inputs in enumerate(training_inputs(task, opened.store.load_folds(),
+                                                           saved_rows(best))):
                 (staging / "data" / f"train-{index}.csv").write_bytes(inputs["train.csv"])
         (staging / "solution.py").write_text(code, encoding="utf-8")
         (staging / "replay.py").write_text(fitted_wrapper(LOAD), encoding="utf-8")

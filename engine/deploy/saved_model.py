@@ -71,11 +71,18 @@ ANSWER_CANDIDATES = 5
 INFO_FILE = "model.json"
 
 
-def training_inputs(task: PreparedTask, folds: Folds | None) -> list[dict[str, bytes]]:
+def training_inputs(task: PreparedTask, folds: Folds | None,
+                    rows: int | None = None) -> list[dict[str, bytes]]:
     """The input/ folder of each model of the answer: each fold's (learn rows, held-out rows,
-    test) for a k-fold run, every train + valid row for a holdout run."""
+    test) for a k-fold run; for a holdout run every train + valid row, or with `rows` (a
+    sampled search's refit that the budget does not afford on every row) that many of them,
+    drawn at random, the same for the same folds."""
     if folds is None or folds.k == HOLDOUT:
-        return [{**task.inputs(), "train.csv": csv_bytes(dev_frame(task))}]
+        dev = dev_frame(task)
+        if rows is not None and rows < len(dev):
+            seed = 0 if folds is None else folds.seed
+            dev = dev.iloc[np.sort(np.random.default_rng(seed).permutation(len(dev))[:rows])]
+        return [{**task.inputs(), "train.csv": csv_bytes(dev)}]
     return [fold_inputs(task, folds, fold) for fold in range(folds.k)]
 
 
@@ -112,13 +119,13 @@ class FittedAnswer:
 
 
 def fit_answer(task: PreparedTask, node_id: str, code: str, folds: Folds | None,
-               run_all: BatchRunner, limits: Limits) -> FittedAnswer:
+               run_all: BatchRunner, limits: Limits, rows: int | None = None) -> FittedAnswer:
     """Fit the answer once per training set and save it: a fitted make_model() whole (checked
     in its save run), or a replay's fits, then replayed: kept only if every replay reproduces
     its fit's test predictions. The fits run side by side on the executors, then the
     replays."""
     trainings = [{**inputs, SOLUTION_FILE: code.encode("utf-8")}
-                 for inputs in training_inputs(task, folds)]
+                 for inputs in training_inputs(task, folds, rows)]
     fits = run_all([(fitted_wrapper(SAVE), inputs, limits) for inputs in trainings])
     for index, saved in enumerate(fits):
         where = f"model {index + 1}"
@@ -154,8 +161,10 @@ def fit_answer(task: PreparedTask, node_id: str, code: str, folds: Folds | None,
     holdout = folds is None or folds.k == HOLDOUT
     record = {"saved": True, "node_id": node_id, "models": len(states),
               "form": "fitted model" if models else "replay",
-              "training": "every train + valid row" if holdout else
+              "training": (f"{rows} of the train + valid rows" if rows is not None else
+                           "every train + valid row") if holdout else
                           f"the learn rows of each of {len(states)} folds",
+              "train_rows": rows,
               "bytes": sum(len(s) for s in states), "fit_seconds": round(fit_seconds, 2),
               "replay_seconds": round(replay_seconds, 2)}
     return FittedAnswer(record, states, tests)
@@ -286,6 +295,16 @@ def saved_states(best_dir: Path) -> list[bytes] | None:
     if not paths or not all(p.is_file() for p in paths):
         return None
     return [p.read_bytes() for p in paths]
+
+
+def saved_rows(best_dir: Path) -> int | None:
+    """How many train + valid rows the saved answer in `best_dir` learned from, when not every
+    one (a sampled search's refit: `training_inputs`); None for every row or no saved answer."""
+    try:
+        rows = json.loads((best_dir / MODEL_DIR / INFO_FILE).read_text()).get("train_rows")
+    except (OSError, ValueError):
+        return None
+    return None if rows is None else int(rows)
 
 
 def saved_answer(best_dir: Path, node_id: str) -> FittedAnswer | None:

@@ -1,7 +1,8 @@
 """The run's answer: the node `--select` chooses (engine/evaluation/select.py), put in best/ with
 its predictions, its fitted models saved (engine/deploy/saved_model.py) and, on the holdout,
-refitted on every train + valid row. Runs on the search's executors: selection and fitting run
-scripts in the same sandboxes as every candidate.
+refitted on every train + valid row (after a search on a sample, on as many as the budget left
+affords: `refit_rows`). Runs on the search's executors: selection and fitting run scripts in
+the same sandboxes as every candidate.
 
 That work comes out of the budget: `closing_seconds` estimates it from the runs of the node
 that would be the answer now, and the search stops that much before the budget ends
@@ -24,8 +25,9 @@ from engine.deploy.saved_model import (
     fit_answer,
     keep,
     saved_answer,
+    training_inputs,
 )
-from engine.evaluation.folds import HOLDOUT, Folds, dev_frame, dev_labels, make_folds
+from engine.evaluation.folds import HOLDOUT, Folds, dev_labels, make_folds
 from engine.evaluation.scoring import SubmissionError, score
 from engine.evaluation.select import (
     CV_FOLDS,
@@ -40,7 +42,7 @@ from engine.evaluation.select import (
 )
 from engine.evaluation.selection import Comparison, Refit, Selection
 from engine.records.store import RunStore
-from engine.task.prepare import PreparedTask, csv_bytes
+from engine.task.prepare import PreparedTask
 from operators.kinds.ensemble import weighted_members
 from sandbox import Limits
 from search.journal import Journal
@@ -59,11 +61,12 @@ COMPOSE_SECONDS_PER_MB = 0.04
 
 def select_final(store: RunStore, task: PreparedTask, journal: Journal,
                  tests: dict[str, float | None], config: RunConfig,
-                 console: Console, run: Runner, run_all: BatchRunner) -> Selection:
+                 console: Console, run: Runner, run_all: BatchRunner,
+                 seconds_left: float | None = None) -> Selection:
     """Choose the node the run hands over (`--select`, see engine/evaluation/select.py), make it
     the journal's `final` and put it in best/; return the record of the choice, the one place
     a `Selection` is made. `run` runs one script on the executors, `run_all` several side by
-    side."""
+    side; `seconds_left` is what the budget leaves for it (None: no limit)."""
     best = journal.best()
     if best is None:
         return Selection(config.select, METHODS[config.select], None, "", Comparison(None))
@@ -97,6 +100,7 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
                     "valid score")
             winner, node = best.node_id, best
     fitted, refit = None, None
+    rows = refit_rows(task, journal, node, folds, seconds_left)
     if valid is not None and config.save_model:
         fitted = saved_answer(store.root / "best", winner)
         if fitted is not None:
@@ -104,15 +108,19 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
                           markup=False)
         else:
             fitted = (kept_model(store, task, node, folds, run_all, limits, console)
-                      or fit_model(task, node, folds, run_all, limits, console))
+                      or fit_model(task, node, folds, run_all, limits, console, rows))
     if valid is not None and folds is not None and folds.k == HOLDOUT:
         # Scored on the holdout, the answer learned from train alone: it learns once more
         # from every train + valid row, and that is what best/ ships and the summary scores
         # (the saved model's fit is that refit, when there is one).
         if fitted is not None and fitted.test_csvs:
-            test, refit = fitted.test_csvs[0], Refit(score(task, fitted.test_csvs[0], "test"))
+            test, refit = fitted.test_csvs[0], Refit(score(task, fitted.test_csvs[0], "test"),
+                                                     rows=rows)
+        elif fitted is not None and folds.sampled:  # its one refit failed: no second
+            refit = Refit(error=f"the refit failed ({fitted.record.get('reason')}); best/ "
+                                "holds the answer fitted on the search's sample")
         else:
-            test, refit = refit_answer(task, node, run, limits, test)
+            test, refit = refit_answer(task, node, run, limits, test, rows)
     if valid is not None:
         store.write_best(node, valid, test)
         if fitted is not None:
@@ -204,14 +212,33 @@ def kept_model(store: RunStore, task: PreparedTask, node: Node, folds: Folds | N
                           [t for t in tests if t is not None], run_all, limits)
 
 
+def refit_rows(task: PreparedTask, journal: Journal, node: Node, folds: Folds | None,
+               seconds_left: float | None) -> int | None:
+    """How many train + valid rows the answer of a search on a sample is refitted on: as many
+    as `seconds_left` affords (at least the sample's), taking SAVE_SHARE times its scoring
+    runs, whose fits grow with the rows and the rest (start, reading, predicting) does not;
+    None (every row) when the search used them all or they fit."""
+    if seconds_left is None or folds is None or not folds.sampled:
+        return None
+    learned, dev = len(folds.learn_rows(0)), len(folds.fold_of)
+    ids = answer_members(node) or [node.node_id]
+    fitting = sum(journal.get(i).train_seconds or 0.0 for i in ids if i in journal)
+    spare = seconds_left / SAVE_SHARE - _scoring_seconds(journal, node)
+    if fitting <= 0:
+        return None
+    rows = learned + int(max(0.0, spare) / fitting * learned)
+    return None if rows >= dev else rows
+
+
 def fit_model(task: PreparedTask, node: Node, folds: Folds | None, run_all: BatchRunner,
-              limits: Any, console: Console) -> FittedAnswer:
+              limits: Any, console: Console, rows: int | None = None) -> FittedAnswer:
     """The answer fitted once per training set with its fits saved
     (engine/deploy/saved_model.py)."""
     count = 1 if folds is None or folds.k == HOLDOUT else folds.k
+    on = "" if rows is None else f" on {rows} train + valid rows, what the budget affords"
     console.print(f"saving the answer's fitted model{'s' * (count > 1)} ({count} fit"
-                  f"{'s' * (count > 1)})", markup=False)
-    fitted = fit_answer(task, node.node_id, node.code, folds, run_all, limits)
+                  f"{'s' * (count > 1)}{on})", markup=False)
+    fitted = fit_answer(task, node.node_id, node.code, folds, run_all, limits, rows)
     if not fitted.record["saved"]:
         console.print(f"the answer's model is not saved ({fitted.record['reason']}); "
                       "engine.predict will train it again", markup=False)
@@ -219,15 +246,16 @@ def fit_model(task: PreparedTask, node: Node, folds: Folds | None, run_all: Batc
 
 
 def refit_answer(task: PreparedTask, node: Node, run: Runner, limits: Any,
-                 test: bytes | None) -> tuple[bytes | None, Refit]:
-    """The answer fitted on every train + valid row: its test predictions and their score,
-    or the search's own ones (and why) when that run fails."""
-    inputs = {**task.inputs(), "train.csv": csv_bytes(dev_frame(task))}
+                 test: bytes | None, rows: int | None = None) -> tuple[bytes | None, Refit]:
+    """The answer fitted on every train + valid row (or `rows` of them: `refit_rows`): its
+    test predictions and their score, or the search's own ones (and why) when that run
+    fails."""
+    (inputs,) = training_inputs(task, make_folds(task, 1), rows)
     result = run(node.code, inputs, limits)
     try:
         if result.status != "ok":
             raise SubmissionError(f"{result.status}: {result.error}")
-        return result.test_csv, Refit(score(task, result.test_csv, "test"))
+        return result.test_csv, Refit(score(task, result.test_csv, "test"), rows=rows)
     except SubmissionError as exc:
         return test, Refit(error=f"the refit on train + valid failed ({exc}); best/ holds "
                                  "the answer fitted on train")

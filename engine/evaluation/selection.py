@@ -88,10 +88,12 @@ class Comparison:
 
 @dataclass(frozen=True, slots=True)
 class Refit:
-    """The holdout's answer refitted on every train + valid row: its test score, or why not."""
+    """The holdout's answer refitted on every train + valid row (or on `rows` of them, what the
+    budget afforded after a search on a sample): its test score, or why not."""
 
     test_raw: float | None = None
     error: str = ""
+    rows: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,8 +193,8 @@ class Selection:
         if self.cross_fitted_raw is not None:
             out["cross_fitted_raw"] = self.cross_fitted_raw
         if self.refit is not None:
-            out["refit"] = ({"test_raw": self.refit.test_raw} if not self.refit.error
-                            else {"error": self.refit.error})
+            out["refit"] = ({"test_raw": self.refit.test_raw, "rows": self.refit.rows}
+                            if not self.refit.error else {"error": self.refit.error})
         if self.model is not None:
             out["model"] = dict(self.model)
         return out
@@ -230,7 +232,8 @@ class Selection:
         return cls(rule, method, winner, str(operator), comparison,
                    cross_fitted_raw=raw.get("cross_fitted_raw"),
                    refit=None if not isinstance(refit, Mapping) else Refit(
-                       refit.get("test_raw"), str(refit.get("error") or "")),
+                       refit.get("test_raw"), str(refit.get("error") or ""),
+                       refit.get("rows")),
                    model=raw.get("model"))
 
 

@@ -126,7 +126,8 @@ def summary_facts(journal: Journal, tests: dict[str, float | None], spent: dict[
         "best_node": best.node_id if best else None,
         "best_valid": best.metric_raw if best else None,
         "best_test": refit if refit is not None else tests.get(best.node_id) if best else None,
-        **({"refit": True} if refit is not None else {}),
+        **({"refit": (selection.refit.rows if selection and selection.refit else None)
+            or True} if refit is not None else {}),
         "best_operator": best.operator.value if best else None,
         "status_counts": journal.status_counts(),
         "drafts_ok_without_debug": sum(n.is_ok for n in drafts),
@@ -175,7 +176,9 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
             f" (no eligible node: {len(journal.excluded_nodes)} ok nodes break the constraints)"
             if journal.excluded_nodes else " (no working node)")),
         (f"its test {metric}", _fmt(facts.get("best_test"))
-         + (" (refitted on train + valid; " if facts.get("refit") else " (")
+         + (" (refitted on train + valid; " if facts.get("refit") is True else
+            f" (refitted on {facts['refit']} train + valid rows, what the budget afforded; "
+            if facts.get("refit") else " (")
          + "reported only, never searched)"),
         # the answer's own rows stay together, so 'its' never reads as the unchosen best's
         *([("its cost", cost(best))] if best else []),
@@ -210,7 +213,7 @@ def _holdout(facts: Mapping[str, Any]) -> str:
         return "the holdout: learn from train, score on valid"
     return (f"the holdout on a sample: learn from {sample['learn']} of {sample['train']} train "
             f"rows, score on {sample['held_out']} of {sample['valid']} valid rows (the answer "
-            "is refitted on every train + valid row)")
+            "is refitted on as many train + valid rows as the budget affords)")
 
 
 def _peak_memory(facts: Mapping[str, Any]) -> str:
