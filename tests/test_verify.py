@@ -110,6 +110,16 @@ def test_regression_target_copy_is_a_rescaled_column(tmp_path: Path) -> None:
     assert len(warnings) == 1 and "`cents`" in warnings[0] and "`id`" not in warnings[0]
 
 
+def test_a_column_empty_in_every_row_is_warned_of(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=300)
+    frame = pd.DataFrame({"a": a, "blank": np.nan, "some": np.where(a > 1, 1.0, np.nan),
+                          "y": np.where(a > 0, "p", "n")})
+    warnings = request_warnings(_prepare(tmp_path, frame, "y"))
+    assert len(warnings) == 1 and "`blank`" in warnings[0] and "empty" in warnings[0]
+    assert "`some`" not in warnings[0]
+
+
 def test_a_clean_task_has_no_warnings(tmp_path: Path) -> None:
     rng = np.random.default_rng(2)
     a = rng.normal(size=400)

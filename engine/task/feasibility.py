@@ -47,6 +47,11 @@ def request_warnings(task: PreparedTask) -> list[str]:
         if rare:
             out.append(f"class(es) {', '.join(map(repr, rare[:5]))} have fewer than "
                        f"{MIN_VALID_CLASS_ROWS} valid rows: their part of the score is noisy")
+    features = pd.concat([task.train.drop(columns=[task.target]), task.valid_X])
+    empty = [str(c) for c in features.columns if features[c].isna().all()]
+    if empty:
+        out.append(f"column(s) {', '.join(f'`{c}`' for c in empty[:5])} are empty in every "
+                   "train and valid row: no model can learn from them; drop them or fill them")
     leaks = _target_copies(task.train, task.target, task.task_type == "regression")
     if leaks:
         out.append(f"column(s) {', '.join(f'`{c}`' for c in leaks[:5])} equal the target "
