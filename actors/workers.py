@@ -33,7 +33,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from actors.llm import located
 from common.chat import ChatPrompt, Reply
 from common.errors import BackendError
-from sandbox import ExecResult, Limits, run_script
+from sandbox import ExecResult, Limits, SandboxError, WarmRunner, run_script
 
 
 @contextlib.contextmanager
@@ -140,9 +140,21 @@ class _ExecutorWorker:
         self.name = name
         self.node_ip = _node_ip()
         self.nice = nice  # the least niceness its candidates run at (a spare's: SPARE_NICE)
+        self.warm = WarmRunner()  # engine-written runs, forked from a session that imported
+        self.warm_failure = ""  # why the warm session could not start: runs go cold
 
-    def run(self, code: str, inputs: dict[str, bytes], limits: Limits) -> ExecOutcome:
+    def run(self, code: str, inputs: dict[str, bytes], limits: Limits,
+            preload: tuple[str, ...] = ()) -> ExecOutcome:
+        """`code` run in a fresh sandbox; with `preload` (engine-written code only), forked
+        from this executor's warm session that imported those modules once."""
         limits = replace(limits, nice=max(limits.nice, self.nice))
+        if preload and not self.warm_failure:
+            try:
+                return ExecOutcome(self.warm.run(code, inputs, limits, preload), self.name,
+                                   self.node_ip)
+            except SandboxError as exc:  # then every run of this executor goes cold
+                self.warm_failure = str(exc)
+                logging.getLogger(__name__).warning("executor %s runs cold: %s", self.name, exc)
         return ExecOutcome(run_script(code, inputs, limits), self.name, self.node_ip)
 
     def set_nice(self, nice: int) -> None:
@@ -154,9 +166,10 @@ class _ExecutorWorker:
         return os.getpid()
 
     def peak_candidate_bytes(self) -> int:
-        """The most resident memory one of the candidates this executor ran held (each ran
-        as its child: the kernel keeps the largest finished child's peak)."""
-        return peak_bytes(resource.RUSAGE_CHILDREN)
+        """The most resident memory one of the candidates this executor ran held (each cold
+        one ran as its child: the kernel keeps the largest finished child's peak; the warm
+        session reports its runs')."""
+        return max(peak_bytes(resource.RUSAGE_CHILDREN), self.warm.peak_bytes)
 
     def node_id(self) -> str:
         """The Ray node this executor lives on (fault tests remove that node)."""

@@ -37,6 +37,7 @@ from engine.step import (
 )
 from operators.context import TaskContext
 from sandbox import Limits
+from search.families import WARM_MODULES
 from search.floor import Floor
 from search.node import Node
 from search.policy import InFlightKey, Policy, Proposal
@@ -55,6 +56,7 @@ class Execution:
     fold: int
     code: str
     seconds: float
+    warm: bool = False  # it may run in the executor's warm session (Execute.warm)
 
 
 @dataclass
@@ -279,7 +281,8 @@ class SearchLoop:
         if isinstance(need, Done):
             self._record(step, need)
         elif isinstance(need, Execute):
-            runs = [Execution(step, fold, need.code, need.seconds) for fold in need.folds]
+            runs = [Execution(step, fold, need.code, need.seconds, need.warm)
+                    for fold in need.folds]
             if need.folds[0] in (0, ALL_FOLDS):
                 self._ready.extend(runs)
             else:  # the other folds of a script that ran: first, so its node completes soon
@@ -297,7 +300,7 @@ class SearchLoop:
             limit = max(1.0, min(run.seconds, self.budget.left()))
             run.step.on_started(run.fold, limit)
             self._execs.submit(run, "run", run.code, self._inputs[run.fold],
-                               Limits(wall_seconds=limit))
+                               Limits(wall_seconds=limit), WARM_MODULES if run.warm else ())
 
     def _analysing(self) -> bool:
         """Whether an analysis step is queued or in flight."""

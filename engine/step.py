@@ -64,11 +64,13 @@ class Generate:
 class Execute:
     """The step needs `code` run in the sandbox once per fold of `folds` (each its own run,
     on that fold's inputs; ALL_FOLDS: one run on the all-folds inputs), each for at most
-    `seconds`."""
+    `seconds`; `warm`: the engine wrote every line of it but kept feature programs, so it may
+    run in an executor's warm session (sandbox.WarmRunner)."""
 
     code: str
     seconds: float
     folds: tuple[int, ...]
+    warm: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +140,14 @@ class Step:
         return self._done is not None
 
     @property
+    def warm(self) -> bool:
+        """A configuration of a model family the engine wrote (baseline, portfolio entry,
+        Optuna trial), whose runs may be warm: not a new feature program, not a case's or an
+        LLM's model code."""
+        traits = self.operator.traits
+        return traits.engine_written and traits.configured and bool(self.proposal.family)
+
+    @property
     def exec_cap(self) -> float:
         """Seconds one run may take (the operator's kind says, from the search's caps)."""
         return self.kind.seconds(self.search.exec_timeout, self.search.floor_seconds)
@@ -148,7 +158,7 @@ class Step:
         if self._done is not None:
             return self._done
         if self.runs.wanted:
-            return Execute(self.runs.code, self.exec_cap, self.runs.hand_out())
+            return Execute(self.runs.code, self.exec_cap, self.runs.hand_out(), self.warm)
         if self.runs.queued_at or self._asked:
             return None
         if self.prompt is None:

@@ -111,12 +111,43 @@ class Session:
     def alive(self) -> bool:
         return not self._closed and self._proc.poll() is None
 
+    @property
+    def uid(self) -> int | None:
+        """The private uid the script runs as (None: it runs as ours)."""
+        return self._uid
+
     def request(self, data: bytes, timeout: float | None = None) -> Reply:
         """Send `data` as the next request and wait for its reply (at most `timeout`
         seconds, default the session's wall limit; past it the session is closed)."""
+        line, seconds, n = self._ask(data, timeout)
+        if line is None:
+            limit = self._limits.wall_seconds if timeout is None else timeout
+            return Reply(None, f"no reply within {limit:.0f} s; the session was closed",
+                         seconds)
+        if line == "":
+            return Reply(None, self._ended(), seconds)
+        word, _, rest = line.partition(" ")
+        if word == "ok" and rest == str(n):
+            csv = _read_submission(self.workdir, "valid.csv",
+                                   ("submission", REPLY_DIR.format(n=n)))
+            return Reply(csv, "" if csv is not None else "the reply wrote no valid.csv",
+                         seconds)
+        return Reply(None, rest if word == "error" else f"malformed reply {line[:200]!r}",
+                     seconds)
+
+    def ask(self, data: bytes, timeout: float | None = None) -> tuple[str | None, float]:
+        """`request` without reading a reply's files: the reply line as the script wrote it
+        ("" when the session ended, None past the time limit, which closed it) and the
+        seconds it took."""
+        line, seconds, _ = self._ask(data, timeout)
+        if line == "":
+            self._ended()
+        return line, seconds
+
+    def _ask(self, data: bytes, timeout: float | None) -> tuple[str | None, float, int]:
         with self._lock:
             if not self.alive:
-                return Reply(None, self._ended())
+                return "", 0.0, 0
             self._count += 1
             n = self._count
             self._clear(n - 1)
@@ -130,24 +161,13 @@ class Session:
                 self._proc.stdin.write(f"{n}\n".encode())
                 self._proc.stdin.flush()
             except OSError:
-                return Reply(None, self._ended())
+                return "", 0.0, n
             limit = self._limits.wall_seconds if timeout is None else timeout
             line = self._read_line(start + limit)
             seconds = time.monotonic() - start
             if line is None:
                 self.close()
-                return Reply(None, f"no reply within {limit:.0f} s; the session was closed",
-                             seconds)
-            if line == "":
-                return Reply(None, self._ended(), seconds)
-            word, _, rest = line.partition(" ")
-            if word == "ok" and rest == str(n):
-                csv = _read_submission(self.workdir, "valid.csv",
-                                       ("submission", REPLY_DIR.format(n=n)))
-                return Reply(csv, "" if csv is not None else "the reply wrote no valid.csv",
-                             seconds)
-            return Reply(None, rest if word == "error" else f"malformed reply {line[:200]!r}",
-                         seconds)
+            return line, seconds, n
 
     def _read_line(self, deadline: float) -> str | None:
         """The next reply line; "" when the script closed its end; None past the deadline."""
