@@ -274,7 +274,8 @@ FLOOR_NODES = 20
 
 
 # A sandboxed run's start (interpreter, imports, writing its inputs) and reading its CSVs, on
-# one core. Measured with benchmarks.fit_cost: benchmarks/results/big-data-2026-12-06.
+# one core. Measured with benchmarks.fit_cost: benchmarks/results/big-data-2026-12-06. A warm
+# run starts in about 0.05 s, so its estimate is about a second high: it errs on the safe side.
 START_SECONDS = 1.2
 READ_SECONDS_PER_CELL = 2.0e-7
 # A configuration sized down keeps at least this share of its trees, or is not run.

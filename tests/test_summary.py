@@ -149,3 +149,27 @@ def test_no_programs_no_section_and_the_llm_line(tmp_path: Path, task: PreparedT
     assert "Feature programs" not in text
     assert "- LLM: none: the engine's floor alone (no LLM started, no prompt written)" in text
     assert "- LLM: `llama`" in summary(tmp_path, task, journal, llm="llama")
+
+
+def configured(node_id: str, operator: Operator, family: str, metric: float,
+               status: Status = Status.OK) -> Node:
+    node = make_node(node_id, operator=operator, metric=metric, status=status)
+    hint = "" if operator is Operator.BASELINE else (
+        f'{{"name": "{family}", "family": "{family}", "params": {{}}}}')
+    return dataclasses.replace(node, hint=hint, metric_raw=-metric if metric else None)
+
+
+def test_the_summary_names_each_model_familys_best_score(tmp_path: Path,
+                                                        task: PreparedTask) -> None:
+    journal = Journal([
+        configured("b0", Operator.BASELINE, "", -5.0),
+        configured("p1", Operator.PORTFOLIO, "catboost", -4.5),
+        configured("t1", Operator.TUNE, "lgbm", -4.2),
+        configured("t2", Operator.TUNE, "lgbm", -4.8),
+        configured("t3", Operator.TUNE, "knn", -9.0, status=Status.BUGGY),  # not ok: not named
+        program("f1", KEPT, metric=-1.0),  # a program's node is not a family's trial
+    ])
+    line = next(line for line in summary(tmp_path, task, journal).splitlines()
+                if line.startswith("- best valid by model family:"))
+    assert line == ("- best valid by model family: lgbm 4.2 (node t1, 3 ok), "
+                    "catboost 4.5 (node p1, 1 ok)")

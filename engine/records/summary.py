@@ -21,8 +21,10 @@ from operators.flags import READS_OUTSIDE_INPUT, outside_reads
 from operators.harness import model_part
 from operators.kinds.ensemble import member_weights
 from operators.retrieval import as_stored, replaced_model
+from search.families import BASELINE_FAMILY
 from search.journal import Journal
 from search.node import Node, Operator
+from search.policy import Proposal
 from search.programs import answer_programs, gate_of, kept_programs, program_counts
 
 # Rows of the best path shown before eliding the middle: the summary must stay one screen even
@@ -165,6 +167,8 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
     counts = ", ".join(f"{k} {v}" for k, v in journal.status_counts().items() if v)
     prompt, completion = facts.get("prompt_tokens", 0), facts.get("completion_tokens", 0)
     stopped = f"; stopped by {facts['stopped_by']}" if facts.get("stopped_by") else ""
+    tokens = (f"{prompt + completion} ({prompt} prompt, {completion} completion), "
+              f"LLM {facts.get('llm_seconds', 0.0):.0f}s")
     return [
         ("task", f"predict `{target}` ({task_type}), metric {metric} ({direction} is better)"),
         *([("isolation", f"{facts['isolation']}, not bubblewrap: candidate scripts could read "
@@ -194,17 +198,41 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
         ("nodes", f"{len(journal)} ({counts or 'none'}); "
                   + ", ".join(f"{op} {n}" for op, n in Counter(
                       node.operator.value for node in journal).most_common())),
+        *([("best valid by model family", _families(journal))] if family_bests(journal) else []),
         ("drafts that ran without a debug step",
          f"{facts.get('drafts_ok_without_debug', 0)} of {facts.get('drafts_run', 0)}"),
-        *([("LLM", _llm_text(facts["llm"]))] if facts.get("llm") else []),
-        ("tokens", f"{prompt + completion} ({prompt} prompt, {completion} completion), "
-                   f"LLM {facts.get('llm_seconds', 0.0):.0f}s"),
+        # one line for the LLM and what it used, so the summary stays one screen
+        (("LLM", f"{_llm_text(facts['llm'])}; tokens {tokens}") if facts.get("llm")
+         else ("tokens", tokens)),
         ("time", f"{facts.get('seconds', 0.0):.0f}s of a {facts.get('budget', 0.0):.0f}s "
                  f"budget{stopped}{_closing(facts)}"),
         *([("workers busy", ", ".join(f"{w} {share:.0%}" for w, share in facts["busy"].items()))]
           if facts.get("busy") else []),
         *([("peak memory", _peak_memory(facts))] if facts.get("peak_driver_bytes") else []),
     ]
+
+
+def family_bests(journal: Journal) -> list[tuple[str, Node, int]]:
+    """Each model family the engine's configurations ran (baseline, portfolio, Optuna trials):
+    its best ok node by valid score and its ok nodes, the best family first."""
+    best: dict[str, tuple[Node, int]] = {}
+    for node in journal:
+        traits = node.operator.traits
+        if not (node.is_ok and traits.configured and traits.engine_written):
+            continue
+        family = Proposal.of(node).family or (
+            BASELINE_FAMILY if node.operator is Operator.BASELINE else "")
+        if not family or node.metric is None:
+            continue
+        top, count = best.get(family, (node, 0))
+        best[family] = (node if node.metric > (top.metric or float("-inf")) else top, count + 1)
+    return sorted(((family, top, count) for family, (top, count) in best.items()),
+                  key=lambda entry: -(entry[1].metric or 0.0))
+
+
+def _families(journal: Journal) -> str:
+    return ", ".join(f"{family} {_fmt(top.metric_raw)} (node {top.node_id}, {count} ok)"
+                     for family, top, count in family_bests(journal))
 
 
 def _holdout(facts: Mapping[str, Any]) -> str:
