@@ -35,18 +35,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.big_data import FLOOR_TRIALS
 from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import Dataset, suite
 from common.errors import UserError, error_exit
 from fileio import write_atomic
+from sandbox import THREAD_ENV
 
 FOLDS = 5
 SUITE = "concrete-strength,wine-quality-white,california-housing"
-# the floor's trials: its baseline, its portfolio entries and Optuna's trials
-FLOOR_OPERATORS = ("baseline", "portfolio", "tune")
-# what the sandbox gives every candidate (sandbox/_runner.py): one thread
-ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                     "NUMEXPR_NUM_THREADS", "LOKY_MAX_CPU_COUNT")}
+# what the sandbox gives every candidate: one thread
+ONE_THREAD = dict.fromkeys(THREAD_ENV, "1")
 
 
 def sample(dataset: Dataset, rows: int, folder: Path) -> Path:
@@ -87,23 +86,20 @@ def replay(run: Path, part: int = 0, parts: int = 1) -> dict[str, Any]:
     fitted in this process on 5 folds of its rows (learn, then predict the held-out rows):
     their count and seconds."""
     import numpy as np
-    import pandas as pd
 
-    from engine.evaluation.folds import fold_splitter
+    from engine.evaluation.folds import dev_frame, fold_splitter
     from engine.records.runs import open_run
+    from engine.task.prepare import load_task
     from operators.harness import MODEL_MODULE
 
     journal = open_run(run).journal
-    task = json.loads((run / "task" / "task.json").read_text())
-    target, task_type = task["target"], task["task_type"]
-    dev = pd.concat([pd.read_csv(run / "task" / "train.csv"),
-                     pd.read_csv(run / "task" / "valid.csv").assign(
-                         **{target: pd.read_csv(run / "task" / "valid_labels.csv")[target]})],
-                    ignore_index=True)
-    X, y = dev.drop(columns=[target]), dev[target]
+    task = load_task(run / "task")
+    task_type = task.task_type
+    dev = dev_frame(task)
+    X, y = dev.drop(columns=[task.target]), dev[task.target]
     folds = list(fold_splitter(task_type, FOLDS, 0).split(np.zeros(len(y)), y))
     seconds = []
-    trials = [n for n in journal if n.operator.value in FLOOR_OPERATORS and n.is_ok]
+    trials = [n for n in journal if n.operator in FLOOR_TRIALS and n.is_ok]
     for node in trials[part::parts]:
         namespace: dict[str, Any] = {"__name__": MODEL_MODULE}
         exec(compile(node.code, "solution.py", "exec"), namespace)  # the engine's own code

@@ -8,11 +8,11 @@ runs engine-written scripts as `run_script` does, each forked from such a sessio
 their modules once (sandbox/_warm.py).
 """
 
-from sandbox._runner import SUBMISSION_CAP, isolation_mode, run_script
+from sandbox._runner import SUBMISSION_CAP, THREAD_ENV, isolation_mode, run_script
 from sandbox._session import REPLY_DIR, REPLY_FD_ENV, REQUEST_FILE, Reply, Session, start_session
 from sandbox._types import ExecResult, Limits, SandboxError
 from sandbox._warm import WarmRunner
 
-__all__ = ["REPLY_DIR", "REPLY_FD_ENV", "REQUEST_FILE", "SUBMISSION_CAP", "ExecResult", "Limits",
-           "Reply", "SandboxError", "Session", "WarmRunner", "isolation_mode", "run_script",
-           "start_session"]
+__all__ = ["REPLY_DIR", "REPLY_FD_ENV", "REQUEST_FILE", "SUBMISSION_CAP", "THREAD_ENV",
+           "ExecResult", "Limits", "Reply", "SandboxError", "Session", "WarmRunner",
+           "isolation_mode", "run_script", "start_session"]

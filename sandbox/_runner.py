@@ -43,13 +43,13 @@ SUBMISSION_CAP = 200 * 2**20  # a bigger submission is malformed anyway; never r
 _DRAIN_GRACE = 2.0  # seconds to keep reading pipes after the candidate's end
 _READ_CHUNK = 1 << 16
 # stderr kept for classification: enough for a long pandas traceback, bounded by output_bytes.
-_CLASSIFY_BYTES = 1 << 16
+CLASSIFY_BYTES = 1 << 16
 # Thread-count variables set from Limits.threads: they keep BLAS/OpenMP from oversubscribing.
 # LOKY_MAX_CPU_COUNT caps joblib's cpu_count(), which sets LightGBM's sklearn API threads
 # (n_jobs=None: every physical core, OMP_NUM_THREADS ignored) and scikit-learn's n_jobs=-1.
 # Without it a LightGBM fit beside a 1-thread llama.cpp on 2 cores ran 10-40x slower.
-_THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-               "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "LOKY_MAX_CPU_COUNT")  # fmt: skip
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+              "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "LOKY_MAX_CPU_COUNT")  # fmt: skip
 
 _plan_lock = threading.Lock()
 _plan: Plan | None = None
@@ -196,7 +196,7 @@ def _environment(workdir: Path, plan: Plan, threads: int) -> dict[str, str]:
         "PYTHONNOUSERSITE": "1",
         "MPLBACKEND": "Agg",
     }
-    env.update({key: str(threads) for key in _THREAD_ENV})
+    env.update({key: str(threads) for key in THREAD_ENV})
     if "CUDA_VISIBLE_DEVICES" in os.environ:
         env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     if plan.mode != BWRAP:
@@ -258,7 +258,7 @@ def _run(
         os.close(ready_r)
         _sweep(proc, uid)
     stdout, stderr = outputs
-    stderr_text = stderr.text(min(limits.output_bytes, _CLASSIFY_BYTES))
+    stderr_text = stderr.text(min(limits.output_bytes, CLASSIFY_BYTES))
     if not started and not timed_out:
         last = stderr_text.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
         raise SandboxError(f"sandbox setup failed ({plan.mode}): {last[0]}")
@@ -272,13 +272,9 @@ def _run(
         stdout_tail=stdout.text(limits.tail_chars),
         stderr_tail=stderr.text(limits.tail_chars),
         seconds=round(seconds, 3),
-        valid_csv=_read_submission(workdir, "valid.csv"),
-        test_csv=_read_submission(workdir, "test.csv"),
         error=error,
         isolation=plan.mode,
-        train_csv=_read_submission(workdir, "train.csv"),
-        fitted=_read_submission(workdir, "fitted.pkl"),
-        gate_csv=_read_submission(workdir, "gate.csv"),
+        **submission_files(workdir),
     )
 
 
@@ -347,6 +343,15 @@ def _sweep(proc: subprocess.Popen[bytes], uid: int | None) -> None:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         log.warning("sandbox: process %d did not exit after SIGKILL", proc.pid)
+
+
+def submission_files(workdir: Path) -> dict[str, bytes | None]:
+    """The ExecResult fields of what a run left in `workdir`/submission."""
+    return {"valid_csv": _read_submission(workdir, "valid.csv"),
+            "test_csv": _read_submission(workdir, "test.csv"),
+            "train_csv": _read_submission(workdir, "train.csv"),
+            "fitted": _read_submission(workdir, "fitted.pkl"),
+            "gate_csv": _read_submission(workdir, "gate.csv")}
 
 
 def _read_submission(workdir: Path, name: str, folders: Sequence[str] = ("submission",)

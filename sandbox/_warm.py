@@ -29,14 +29,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from sandbox._runner import _lay_out, _read_submission, current_plan
+from sandbox._runner import CLASSIFY_BYTES, _lay_out, current_plan, submission_files
 from sandbox._session import REPLY_FD_ENV, Session
 from sandbox._status import classify
 from sandbox._types import ExecResult, Limits
 
 JOBS = "jobs"
 _STDOUT, _STDERR = ".stdout", ".stderr"
-_CLASSIFY_BYTES = 1 << 16  # stderr read for classification, as run_script reads it
 
 # The session's script. It imports PRELOAD (a module that fails to import is skipped: the run
 # that needs it fails as it would in a fresh process), then serves each request, the name of a
@@ -169,18 +168,13 @@ class WarmRunner:
             returncode, timed_out = None, line is None
             if not timed_out:
                 stderr += f"\nthe warm session {line}"
-        kind, exit_code, error = classify(returncode, timed_out, stderr[-_CLASSIFY_BYTES:],
+        kind, exit_code, error = classify(returncode, timed_out, stderr[-CLASSIFY_BYTES:],
                                           code, limits.wall_seconds)
         return ExecResult(
             status=kind, exit_code=exit_code,
             stdout_tail=stdout[-limits.tail_chars:], stderr_tail=stderr[-limits.tail_chars:],
-            seconds=round(seconds, 3),
-            valid_csv=_read_submission(folder, "valid.csv"),
-            test_csv=_read_submission(folder, "test.csv"),
-            error=error, isolation=isolation,
-            train_csv=_read_submission(folder, "train.csv"),
-            fitted=_read_submission(folder, "fitted.pkl"),
-            gate_csv=_read_submission(folder, "gate.csv"),
+            seconds=round(seconds, 3), error=error, isolation=isolation,
+            **submission_files(folder),
         )  # fmt: skip
 
     def close(self) -> None:

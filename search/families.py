@@ -227,6 +227,7 @@ PORTFOLIO: tuple[tuple[str, str, dict[str, Any]], ...] = tuple(
     (c.name, f.name, c.params) for f, c in sorted(
         ((f, c) for f in FAMILIES.values() for c in f.portfolio), key=lambda fc: fc[1].place))
 
+
 def _modules(imports: str) -> list[str]:
     """The modules import lines name."""
     found: list[str] = []

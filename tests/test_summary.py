@@ -156,7 +156,11 @@ def configured(node_id: str, operator: Operator, family: str, metric: float,
     node = make_node(node_id, operator=operator, metric=metric, status=status)
     hint = "" if operator is Operator.BASELINE else (
         f'{{"name": "{family}", "family": "{family}", "params": {{}}}}')
-    return dataclasses.replace(node, hint=hint, metric_raw=-metric if metric else None)
+    return dataclasses.replace(node, hint=hint, metric_raw=abs(metric) if ok(status) else None)
+
+
+def ok(status: Status) -> bool:
+    return status is Status.OK
 
 
 def test_the_summary_names_each_model_familys_best_score(tmp_path: Path,
@@ -167,9 +171,11 @@ def test_the_summary_names_each_model_familys_best_score(tmp_path: Path,
         configured("t1", Operator.TUNE, "lgbm", -4.2),
         configured("t2", Operator.TUNE, "lgbm", -4.8),
         configured("t3", Operator.TUNE, "knn", -9.0, status=Status.BUGGY),  # not ok: not named
+        configured("r0", Operator.TUNE, "ridge", 0.0),  # a perfect score stays the best
+        configured("r1", Operator.TUNE, "ridge", -3.0),
         program("f1", KEPT, metric=-1.0),  # a program's node is not a family's trial
     ])
     line = next(line for line in summary(tmp_path, task, journal).splitlines()
                 if line.startswith("- best valid by model family:"))
-    assert line == ("- best valid by model family: lgbm 4.2 (node t1, 3 ok), "
-                    "catboost 4.5 (node p1, 1 ok)")
+    assert line == ("- best valid by model family: ridge 0 (node r0, 2 ok), lgbm 4.2 (node t1, "
+                    "3 ok), catboost 4.5 (node p1, 1 ok)")

@@ -198,7 +198,7 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
         ("nodes", f"{len(journal)} ({counts or 'none'}); "
                   + ", ".join(f"{op} {n}" for op, n in Counter(
                       node.operator.value for node in journal).most_common())),
-        *([("best valid by model family", _families(journal))] if family_bests(journal) else []),
+        *([("best valid by model family", families)] if (families := _families(journal)) else []),
         ("drafts that ran without a debug step",
          f"{facts.get('drafts_ok_without_debug', 0)} of {facts.get('drafts_run', 0)}"),
         # one line for the LLM and what it used, so the summary stays one screen
@@ -215,7 +215,7 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
 def family_bests(journal: Journal) -> list[tuple[str, Node, int]]:
     """Each model family the engine's configurations ran (baseline, portfolio, Optuna trials):
     its best ok node by valid score and its ok nodes, the best family first."""
-    best: dict[str, tuple[Node, int]] = {}
+    best: dict[str, tuple[float, Node, int]] = {}
     for node in journal:
         traits = node.operator.traits
         if not (node.is_ok and traits.configured and traits.engine_written):
@@ -224,10 +224,12 @@ def family_bests(journal: Journal) -> list[tuple[str, Node, int]]:
             BASELINE_FAMILY if node.operator is Operator.BASELINE else "")
         if not family or node.metric is None:
             continue
-        top, count = best.get(family, (node, 0))
-        best[family] = (node if node.metric > (top.metric or float("-inf")) else top, count + 1)
-    return sorted(((family, top, count) for family, (top, count) in best.items()),
-                  key=lambda entry: -(entry[1].metric or 0.0))
+        score, top, count = best.get(family, (node.metric, node, 0))
+        if node.metric > score:
+            score, top = node.metric, node
+        best[family] = (score, top, count + 1)
+    return [(family, top, count) for family, (_, top, count) in
+            sorted(best.items(), key=lambda entry: -entry[1][0])]
 
 
 def _families(journal: Journal) -> str:
