@@ -94,10 +94,11 @@ def test_request_warnings_name_leaks_rare_classes_and_small_splits(tmp_path: Pat
     frame = pd.DataFrame({"x": rng.normal(size=n), "copy": np.where(label == "a", 1, 0),
                           "label": label})
     frame.loc[label == "lonely", "copy"] = 2
+    frame["same_levels"] = rng.permutation(frame["copy"].to_numpy())  # as many levels, no copy
     warnings = request_warnings(_prepare(tmp_path, frame, "label"))
     text = "\n".join(warnings)
     assert "'lonely'" in text and "single row" in text
-    assert "`copy`" in text and "leakage" in text
+    assert "`copy`" in text and "leakage" in text and "same_levels" not in text
     assert "valid split has 20 rows" in text
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pandas as pd
 
 from common.metric import label_str
@@ -60,6 +61,9 @@ def request_warnings(task: PreparedTask) -> list[str]:
     return out
 
 
+SCREEN_ROWS = 10_000
+
+
 def _target_copies(train: pd.DataFrame, target: str, regression: bool) -> list[str]:
     """Feature columns that are the target: for classes, up to a one-to-one relabelling; for a
     number, up to a linear rescaling (a price in cents)."""
@@ -74,14 +78,18 @@ def _target_copies(train: pd.DataFrame, target: str, regression: bool) -> list[s
             if len(both) > 2 and both.x.std() > 0 and abs(both.x.corr(both.y)) > 0.99999:
                 out.append(str(column))
         return out
-    y = train[target].astype(str)
+    # Codes of the raw values, not their text, and only for a column whose first rows have no
+    # more levels than the target: astype(str) of every column took most of a million-row
+    # table's start-up (benchmarks/results/big-data-2026-12-07).
+    y_codes, y_levels = pd.factorize(train[target].astype(str))
     for column in train.columns:
-        if column == target:
+        if column == target or train[column].iloc[:SCREEN_ROWS].nunique(dropna=False) > len(
+                y_levels):
             continue
-        x = train[column].astype(str)
-        if x.nunique() != y.nunique():
+        x_codes, x_levels = pd.factorize(train[column], use_na_sentinel=False)
+        if len(x_levels) != len(y_levels):
             continue
-        pairs = pd.DataFrame({"x": x, "y": y}).drop_duplicates()
-        if len(pairs) == y.nunique():
+        pairs = np.unique(x_codes.astype(np.int64) * len(y_levels) + y_codes)
+        if len(pairs) == len(y_levels):
             out.append(str(column))
     return out
