@@ -14,15 +14,17 @@ the way the engine's gate compares it, with one reference configuration (the flo
   normalised metric's gain on the fold's rows.
 - **the truth**: the configuration fitted on every dev row with and without the program, under
   three seeds the gate never used, scored on the outer fold's test rows: the mean gain.
-
-Each rule (`RULES`) reads the gate's gains and keeps or not. The table gives, per rule: the
-null programs kept (false keeps, with a 95 % interval), and the expert programs kept among those
-that helped on the test rows. Rows with more than `--max-rows` dev rows are subsampled (fixed
-seed): the engine scores those tasks on 5 folds only up to 20,000 rows.
-
-`--records` keeps every program's gains (JSON lines); a FILE that exists is read back instead of
-fitted again, so a new rule is compared on the same fits in seconds. Run it alone: it takes
-both cores for about a minute a task and fold.
+- **the resplit truth** (`--truth-resplits N`): one outer fold's test rows are a few hundred
+  rows on small data, too few to say whether a program helps (its gain's sign there is mostly
+  chance). So the whole task (at most twice `--max-rows` rows) is also split into halves N / 2
+  times under other seeds, each half the test rows of a fit on the other (as large as a dev
+  part of two outer folds): N gains per program. A program **helps** on the task when their
+  mean is above zero by the one-sided t test at p < 0.01, **hurts** by the same test below
+  zero, and is **unclear** otherwise. The halves overlap from split to split, so the plain
+  test's p is too small, hence 0.01; Nadeau and Bengio's correction for that decides nothing
+  on these sizes (the table counts its verdicts too). A null program that helps by this truth
+  is no null (a hash of a row names the row's duplicates: kc1 repeats 43 % of its rows) and is
+  counted apart from the false keeps.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +56,8 @@ from search.programs import keep_rule
 FOLDS = 5
 SEEDS_PER_REPEAT = 2  # the engine's gate fits two seeds' pairs (search.programs.GATE_SEEDS)
 TRUTH_SEEDS = (101, 102, 103)
+TRUTH_SPLIT_SEED = 1000  # the resplit truth's r-th pair of halves: seed TRUTH_SPLIT_SEED + r
+TRUTH_ALPHA = 0.01
 REFERENCE = "lgbm_small_lr"
 ROW_RESAMPLES = 1000
 
@@ -74,6 +78,9 @@ class Record:
     # the paired bootstrap over the dev rows of their held-out predictions, each side's the
     # mean over the seeds of the first 1 (or every) repeat: the share of resamples it wins
     row_shares: dict[str, float] = field(default_factory=dict)
+    # the resplit truth: the task's gains over TRUTH_RESPLITS half splits (the same for each
+    # fold of a task; [] when not measured)
+    truth_gains: list[float] = field(default_factory=list)
 
 
 # ---- fitting ---------------------------------------------------------------------------------
@@ -228,6 +235,68 @@ class Fits:
         return float(np.mean(diff > 0) + 0.5 * np.mean(diff == 0))
 
 
+def resplit_truth(dataset: Dataset, resplits: int, max_rows: int
+                  ) -> dict[tuple[str, int], list[float]]:
+    """Each (arm, index) program's gains (normalised metric, with - without) over `resplits`
+    halves of the task's rows, each the test rows of the configuration fitted on the other half
+    (seeded per pair of halves, never a seed the gate fits with)."""
+    frame = pd.read_csv(dataset.path)
+    if len(frame) > 2 * max_rows:
+        frame = frame.sample(2 * max_rows, random_state=0).reset_index(drop=True)
+    x = frame.drop(columns=dataset.target)
+    if dataset.task_type == "regression":
+        y = frame[dataset.target].to_numpy(float)
+        classes = np.array([])
+    else:
+        y = frame[dataset.target].astype(str).to_numpy()
+        classes = np.array(sorted(set(y)))
+    numeric = [c for c in x.columns if pd.api.types.is_numeric_dtype(x[c])]
+    programs = {(arm, index): program for arm in ("expert", "null")
+                for index, program in enumerate(arm_programs(arm, dataset.name, numeric))}
+    featured = {key: _apply(program, x) for key, program in programs.items()}
+    halves = [half for pair in range((resplits + 1) // 2) for half in
+              fold_splitter(dataset.task_type, 2, TRUTH_SPLIT_SEED + pair).split(x, y)]
+    gains: dict[tuple[str, int], list[float]] = {key: [] for key in programs}
+    for r, (fit, held) in enumerate(halves[:resplits]):
+
+        def score(frame: pd.DataFrame, fit: np.ndarray = fit, held: np.ndarray = held,
+                  seed: int = TRUTH_SPLIT_SEED + r) -> float:
+            dev, test = frame.iloc[fit], frame.iloc[held]
+            predicted = _fit_predict(dataset.task_type, seed, _encoded(dev, dev), y[fit],
+                                     _encoded(test, dev))
+            return _score(dataset.amlb_metric, y[held], predicted, classes)
+
+        base = score(x)
+        for key, frame in featured.items():
+            gains[key].append(score(frame) - base)
+    return gains
+
+
+def truth_verdict(record: Record, correction: float = 0.0) -> str:
+    """helps, hurts or unclear by the resplit truth (`correction`: Nadeau and Bengio's, 1.0 for
+    halves); "" when it was not measured."""
+    gains = record.truth_gains
+    if len(gains) < 2:
+        return ""
+    if _t_p(gains, correction) < TRUTH_ALPHA:
+        return "helps"
+    if _t_p([-g for g in gains], correction) < TRUTH_ALPHA:
+        return "hurts"
+    return "unclear"
+
+
+def with_truth(records: Sequence[Record], resplits: int, max_rows: int) -> list[Record]:
+    """`records` with the resplit truth of every task that has none yet."""
+    out = list(records)
+    for task in dict.fromkeys(r.task for r in records if not r.truth_gains):
+        started = time.time()
+        truth = resplit_truth(next(iter(suite(task))), resplits, max_rows)
+        out = [replace(r, truth_gains=truth[(r.arm, r.index)]) if r.task == task else r
+               for r in out]
+        print(f"gate_power: {task} resplit truth: {time.time() - started:.0f}s", file=sys.stderr)
+    return out
+
+
 def measure(datasets: Sequence[Dataset], outer: int, repeats: int,
             max_rows: int) -> Iterator[Record]:
     for dataset in datasets:
@@ -379,7 +448,44 @@ def table(records: Sequence[Record]) -> str:
         lines.append(f"- {task}: {sum(r.test_gain > 0 for r in mine)} of {len(mine)} expert "
                      f"programs helped test; kept of those {', '.join(kept)}; "
                      f"nulls kept {', '.join(nkept)}")
+    if all(r.truth_gains for r in records):
+        lines += ["", *truth_table(records, rules)]
     return "\n".join(lines) + "\n"
+
+
+def truth_table(records: Sequence[Record], rules: dict[str, Rule]) -> list[str]:
+    """The rules' keeps by the resplit truth's verdicts: expert programs that help, are unclear
+    or hurt, and null programs apart from those the truth says help."""
+    resplits = min(len(r.truth_gains) for r in records)
+    verdicts = {id(r): truth_verdict(r) for r in records}
+    corrected = [truth_verdict(r, correction=1.0) for r in records]
+    nulls = [r for r in records if r.arm == "null" and verdicts[id(r)] != "helps"]
+    not_null = sorted({f"{r.task} {r.program.split(chr(34))[1]}" for r in records
+                       if r.arm == "null" and verdicts[id(r)] == "helps"})
+    experts = {v: [r for r in records if r.arm == "expert" and verdicts[id(r)] == v]
+               for v in ("helps", "unclear", "hurts")}
+    lines = [f"By the resplit truth ({resplits} halves of each task's rows, t test p < "
+             f"{TRUTH_ALPHA:g}), of the expert programs' task folds {len(experts['helps'])} "
+             f"help, {len(experts['unclear'])} are unclear and {len(experts['hurts'])} hurt. "
+             f"Null programs that help by it, counted apart: {', '.join(not_null) or 'none'}. "
+             f"With Nadeau and Bengio's correction, {corrected.count('helps')} of "
+             f"{len(records)} programs' task folds help and {corrected.count('hurts')} hurt.",
+             "", "| rule | null kept | 95 % interval | expert kept that help | unclear kept | "
+             "hurt kept |", "|---|---|---|---|---|---|"]
+    for name, rule in rules.items():
+        false = sum(rule(r) for r in nulls)
+        kept = {v: sum(rule(r) for r in group) for v, group in experts.items()}
+        lines.append(f"| {name} | {false} / {len(nulls)} | {_interval(false, len(nulls))} | "
+                     + " | ".join(f"{kept[v]} / {len(experts[v])}" for v in experts) + " |")
+    lines += ["", "Per task (expert programs' task folds that help by the resplit truth / kept "
+              "by each rule, in the order above):", ""]
+    for task in sorted({r.task for r in records}):
+        mine = [r for r in experts["helps"] if r.task == task]
+        every = [r for r in records if r.task == task and r.arm == "expert"]
+        counts = [str(sum(rule(r) for r in mine)) for rule in rules.values()]
+        lines.append(f"- {task}: {len(mine)} of {len(every)} help; kept of those "
+                     f"{', '.join(counts)}")
+    return lines
 
 
 def _read(path: Path) -> list[Record]:
@@ -395,6 +501,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-rows", type=int, default=8000, help="dev rows at most (subsampled)")
     p.add_argument("--records", type=Path, help="JSON lines of every program's gains: read "
                                                 "back when it exists, else written")
+    p.add_argument("--truth-resplits", type=int, default=20,
+                   help="halves of each task's rows the resplit truth fits (0: none); a "
+                        "--records file without it gets it added")
     p.add_argument("--out", type=Path, help="the table as Markdown (default: stdout)")
     args = p.parse_args(argv)
     try:
@@ -410,6 +519,11 @@ def main(argv: list[str] | None = None) -> int:
                                                        for r in records))
         if not records:
             raise UserError("no programs were measured")
+        if args.truth_resplits > 1 and not all(r.truth_gains for r in records):
+            records = with_truth(records, args.truth_resplits, args.max_rows)
+            if args.records is not None:
+                write_atomic(args.records, "".join(json.dumps(asdict(r)) + "\n"
+                                                   for r in records))
         text = table(records)
     except UserError as exc:
         return error_exit(exc)

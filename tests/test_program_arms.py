@@ -9,6 +9,7 @@ import ast
 import json
 import random
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -151,3 +152,35 @@ def test_fits_compare_a_program_with_its_absence_on_the_same_folds() -> None:
     assert np.abs(gains).max() < 0.1
     assert fits.row_share(base.predictions[0], base.predictions[0]) == 0.5  # ties count half
     assert 0.0 <= fits.row_share(again.predictions[0], base.predictions[0]) <= 1.0
+
+
+def test_the_resplit_truth_says_helps_hurts_or_unclear_and_counts_helpful_nulls_apart() -> None:
+    rng = random.Random(2)
+
+    def truth(shift: float) -> list[float]:
+        return [rng.gauss(shift, 1.0) for _ in range(20)]
+
+    helps = replace(_record("expert", _draw(rng, 3.0), 0.1), truth_gains=truth(2.0))
+    hurts = replace(_record("expert", _draw(rng, -3.0), -0.1), truth_gains=truth(-2.0))
+    unclear = replace(_record("expert", _draw(rng, -3.0), 0.1), truth_gains=[1.0, -1.0] * 10)
+    assert [gate_power.truth_verdict(r) for r in (helps, hurts, unclear)] == [
+        "helps", "hurts", "unclear"]
+    assert gate_power.truth_verdict(_record("expert", _draw(rng, 0.0), 0.0)) == ""
+    hashed = replace(_record("null", _draw(rng, 3.0), 0.0), truth_gains=truth(2.0),
+                     program='def add_features(df):\n    df["null_3"] = 1\n    return df\n')
+    nulls = [replace(_record("null", _draw(rng, 0.0), 0.0), truth_gains=truth(0.0))
+             for _ in range(20)]
+    text = gate_power.table([helps, hurts, unclear, hashed, *nulls])
+    assert "counted apart: t null_3." in text
+    row = next(line for line in text.splitlines()
+               if line.startswith("| t-test p<0.05 (1x5") and "| 1 / 1 | 0 / 1 | 0 / 1 |" in line)
+    assert row.split("|")[2].strip().endswith("/ 20")  # the helpful null is not among them
+
+
+@pytest.mark.slow  # 4 halves of concrete, each fitted with and without 13 programs: about 10 s
+def test_the_resplit_truth_fits_each_program_on_the_same_halves_as_its_absence() -> None:
+    truth = gate_power.resplit_truth(REGISTRY["concrete-strength"], 4, 8000)
+    assert len(truth) == 5 + 8 and all(len(gains) == 4 for gains in truth.values())
+    # the water/cement ratio lowers the error on most halves; noise raises it on most
+    assert sum(g > 0 for g in truth[("expert", 0)]) >= 3
+    assert statistics.fmean(truth[("null", 0)]) < statistics.fmean(truth[("expert", 0)])
