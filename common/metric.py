@@ -50,6 +50,18 @@ def label_str(value: object) -> str:
     return str(value)
 
 
+def label_strs(values: Sequence[object] | np.ndarray | pd.Series) -> np.ndarray:
+    """`label_str` of each value (an object array): once per distinct value where the values
+    share a numpy or pandas type, as a million labels one by one took seconds of a big table's
+    start-up (benchmarks/results/big-data-2026-12-07). Objects go one by one, since hashing
+    takes True for 1."""
+    array = values.to_numpy() if isinstance(values, pd.Series) else np.asarray(values)
+    if array.dtype == object or len(array) == 0:
+        return np.asarray([label_str(v) for v in array], dtype=object)
+    codes, uniques = pd.factorize(array, use_na_sentinel=False)
+    return np.asarray([label_str(v) for v in uniques], dtype=object)[codes]
+
+
 def positive_label(labels: Sequence[str]) -> str:
     """The positive class of a binary task, used by f1 and by binary roc_auc / log_loss.
 
@@ -297,8 +309,7 @@ class MetricSpec:
                 y_pred: Sequence[object] | pd.Series) -> tuple[np.ndarray, np.ndarray]:
         if self.regression:
             return np.asarray(y_true, dtype=float), np.asarray(y_pred, dtype=float)
-        return (np.asarray([label_str(v) for v in y_true], dtype=object),
-                np.asarray([label_str(v) for v in y_pred], dtype=object))
+        return label_strs(y_true), label_strs(y_pred)
 
 
 _CLS = ("binary", "multiclass")

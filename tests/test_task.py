@@ -13,7 +13,7 @@ import pytest
 
 import engine.task.checks as task_checks
 from common.errors import StoreError, UserError
-from common.metric import label_str, positive_label
+from common.metric import label_str, label_strs, positive_label
 from engine.task.prepare import (
     PreparedTask,
     TaskSpec,
@@ -115,6 +115,10 @@ def test_label_helpers() -> None:
     assert label_str(np.int64(3)) == "3"
     assert label_str(True) == "True"
     assert label_str("a") == "a"
+    for values in ([3, 1, 3], np.array([1.0, 2.5, np.nan, 1.0]), np.array([True, False]),
+                   np.array([1, 0], dtype=np.int8), pd.Series(["b", "a", "b"], dtype="string"),
+                   np.array([True, 1, 1.0, "x"], dtype=object), []):
+        assert list(label_strs(values)) == [label_str(v) for v in values]  # one by one's
     assert sorted_labels(["10", "9", "2"]) == ("2", "9", "10")
     assert sorted_labels(["b", "a"]) == ("a", "b")
     assert positive_label(("0", "1")) == "1"

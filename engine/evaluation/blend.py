@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from common.metric import label_str
+from common.metric import label_strs
 from engine.evaluation.scoring import (
     HeldOut,
     combine_predictions,
@@ -68,7 +68,7 @@ def blend_scorer(task: PreparedTask, like: pd.DataFrame,
     if task.task_type == "regression":
         numbers = truth.to_numpy(dtype=float)
         return lambda matrix: spec.normalise(raw(numbers, matrix[:, 0], None))
-    classes = np.asarray([label_str(v) for v in truth], dtype=object)
+    classes = label_strs(truth)
     columns = [c for c in like.columns if c.startswith(PROBA_PREFIX)]
     names = [c.removeprefix(PROBA_PREFIX) for c in columns]
 

@@ -19,7 +19,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from common.metric import label_str
+from common.metric import label_strs
 from engine.task.prepare import PreparedTask
 
 # A valid split smaller than this makes scores move by several points between equal models.
@@ -36,13 +36,13 @@ def request_warnings(task: PreparedTask) -> list[str]:
         out.append(f"the valid split has {valid_rows} rows: scores are noisy; more data "
                    "would make the search's choices more reliable")
     if task.task_type != "regression":
-        counts = Counter(label_str(v) for v in (*task.train[task.target], *task.valid_y,
-                                                 *task.test_y))
+        counts = Counter(label_strs(pd.concat([task.train[task.target], task.valid_y,
+                                                task.test_y], ignore_index=True)))
         single = sorted(label for label, n in counts.items() if n < 2)
         if single:
             out.append(f"class(es) {', '.join(map(repr, single[:5]))} of `{task.target}` have "
                        "a single row: it cannot be both learned and scored; consider dropping it")
-        valid = Counter(label_str(v) for v in task.valid_y)
+        valid = Counter(label_strs(task.valid_y))
         rare = sorted(label for label in task.labels
                       if 0 < valid.get(label, 0) < MIN_VALID_CLASS_ROWS)
         if rare:

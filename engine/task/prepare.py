@@ -32,7 +32,7 @@ import pandas as pd
 from sklearn.model_selection import train_test_split
 
 from common.errors import StoreError, UserError
-from common.metric import METRICS, MetricSpec, label_str, positive_label
+from common.metric import METRICS, MetricSpec, label_str, label_strs, positive_label
 from engine.task.checks import (
     MIN_ROWS,
     check_target_column,
@@ -321,7 +321,7 @@ def _assemble(
 def _strata(target: pd.Series, task_type: str) -> np.ndarray | None:
     if task_type == "regression":
         return None
-    return np.asarray([label_str(v) for v in target], dtype=object)
+    return label_strs(target)
 
 
 def _split(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from common.metric import MetricSpec, label_str
+from common.metric import MetricSpec, label_strs
 from search.node import PROBA_PREFIX
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ def _target_summary(task: PreparedTask) -> list[str]:
             f"min {_num(values.min())}, mean {_num(values.mean())}, median "
             f"{_num(values.median())}, max {_num(values.max())}, std {_num(values.std())}"
         ]
-    counts = Counter(label_str(v) for v in column)
+    counts = Counter(label_strs(column))
     total = len(column)
     return [
         f"{label!r}: {counts.get(label, 0)} ({100.0 * counts.get(label, 0) / total:.1f}%)"
