@@ -235,9 +235,8 @@ class Fits:
         return float(np.mean(diff > 0) + 0.5 * np.mean(diff == 0))
 
 
-def resplit_truth(dataset: Dataset, resplits: int, max_rows: int
-                  ) -> dict[tuple[str, int], list[float]]:
-    """Each (arm, index) program's gains (normalised metric, with - without) over `resplits`
+def resplit_truth(dataset: Dataset, resplits: int, max_rows: int) -> dict[str, list[float]]:
+    """Each program's (by its text) gains (normalised metric, with - without) over `resplits`
     halves of the task's rows, each the test rows of the configuration fitted on the other half
     (seeded per pair of halves, never a seed the gate fits with)."""
     frame = pd.read_csv(dataset.path)
@@ -251,12 +250,12 @@ def resplit_truth(dataset: Dataset, resplits: int, max_rows: int
         y = frame[dataset.target].astype(str).to_numpy()
         classes = np.array(sorted(set(y)))
     numeric = [c for c in x.columns if pd.api.types.is_numeric_dtype(x[c])]
-    programs = {(arm, index): program for arm in ("expert", "null")
-                for index, program in enumerate(arm_programs(arm, dataset.name, numeric))}
-    featured = {key: _apply(program, x) for key, program in programs.items()}
+    programs = [program for arm in ("expert", "null")
+                for program in arm_programs(arm, dataset.name, numeric)]
+    featured = {program: _apply(program, x) for program in programs}
     halves = [half for pair in range((resplits + 1) // 2) for half in
               fold_splitter(dataset.task_type, 2, TRUTH_SPLIT_SEED + pair).split(x, y)]
-    gains: dict[tuple[str, int], list[float]] = {key: [] for key in programs}
+    gains: dict[str, list[float]] = {program: [] for program in programs}
     for r, (fit, held) in enumerate(halves[:resplits]):
 
         def score(frame: pd.DataFrame, fit: np.ndarray = fit, held: np.ndarray = held,
@@ -286,12 +285,13 @@ def truth_verdict(record: Record, correction: float = 0.0) -> str:
 
 
 def with_truth(records: Sequence[Record], resplits: int, max_rows: int) -> list[Record]:
-    """`records` with the resplit truth of every task that has none yet."""
+    """`records` with the resplit truth of every task that has none yet (none for a record
+    whose program is not the arm's today)."""
     out = list(records)
     for task in dict.fromkeys(r.task for r in records if not r.truth_gains):
         started = time.time()
         truth = resplit_truth(next(iter(suite(task))), resplits, max_rows)
-        out = [replace(r, truth_gains=truth[(r.arm, r.index)]) if r.task == task else r
+        out = [replace(r, truth_gains=truth.get(r.program, [])) if r.task == task else r
                for r in out]
         print(f"gate_power: {task} resplit truth: {time.time() - started:.0f}s", file=sys.stderr)
     return out
@@ -313,7 +313,7 @@ def measure(datasets: Sequence[Dataset], outer: int, repeats: int,
                     shares = {f"{r}x{FOLDS}": fits.row_share(
                         np.mean(scores.predictions[:r], axis=0),
                         np.mean(base.predictions[:r], axis=0))
-                        for r in sorted({1, repeats})}
+                        for r in sorted({1, min(3, repeats), repeats})}
                     yield Record(dataset.name, fold, arm, index, program, fits.metric, gains,
                                  scores.test - base.test, base.test, shares)
             print(f"gate_power: {dataset.name} fold {fold}: {time.time() - started:.0f}s",
@@ -368,6 +368,18 @@ def screened(rule: Callable[[Gains], bool]) -> Callable[[Gains], bool]:
     return lambda gains: statistics.fmean(gains[0][0]) > 0 and rule(gains)
 
 
+def extended(first: int, more: int, alpha: float, widen: float) -> Callable[[Gains], bool]:
+    """The t test at `alpha` on the first `first` repeats; a program between `alpha` and
+    `widen` there is fitted on `more` repeats in all and tested again at `alpha`."""
+    def rule(gains: Gains) -> bool:
+        values = _fold_means(gains, first)
+        if statistics.fmean(values) <= 0 or _t_p(values) >= widen:
+            return False
+        values = values if _t_p(values) < alpha else _fold_means(gains, more)
+        return statistics.fmean(values) > 0 and _t_p(values) < alpha
+    return rule
+
+
 def mean_positive(gains: Gains) -> bool:
     return statistics.fmean(_fold_means(gains, 1)) > 0
 
@@ -392,6 +404,12 @@ RULES: dict[str, Rule] = {
     "t-test p<0.05 (2x5, 2 seeds)": _on_gains(t_test(2, 0.05, 0.0)),
     "first pair's mean > 0, then t-test p<0.05 (3x5, 2 seeds)":
         _on_gains(screened(t_test(3, 0.05, 0.0))),
+    "t-test p<0.05 (5x5, 2 seeds)": _on_gains(t_test(5, 0.05, 0.0)),
+    "t-test p<0.01 (5x5, 2 seeds)": _on_gains(t_test(5, 0.01, 0.0)),
+    "first pair's mean > 0, then t-test p<0.05 (5x5, 2 seeds)":
+        _on_gains(screened(t_test(5, 0.05, 0.0))),
+    "first pair's mean > 0, t-test p<0.05 (3x5), between 0.05 and 0.3 again on 5x5":
+        _on_gains(screened(extended(3, 5, 0.05, 0.3))),
     "t-test p<0.05 (3x5, 2 seeds, corrected)": _on_gains(t_test(3, 0.05, 1 / (FOLDS - 1))),
     "t-test p<0.10 (3x5, 2 seeds, corrected)": _on_gains(t_test(3, 0.10, 1 / (FOLDS - 1))),
     "rows better in 95 % of resamples (1x5, 2 seeds)": rows_better(1, 0.95),
@@ -414,10 +432,13 @@ def _interval(k: int, n: int) -> str:
     return f"{100 * max(0.0, centre - half):.0f}-{100 * min(1.0, centre + half):.0f} %"
 
 
-def _rules(repeats: int) -> dict[str, Rule]:
-    """The rules that read no more repeats than were fitted."""
+def _rules(records: Sequence[Record]) -> dict[str, Rule]:
+    """The rules that read no more repeats than were fitted, nor row shares not measured."""
+    repeats = min(len(r.gains) for r in records)
+    shares = set.intersection(*(set(r.row_shares) for r in records))
     return {name: rule for name, rule in RULES.items()
-            if not any(f"{r}x{FOLDS}" in name for r in range(repeats + 1, 10))}
+            if not any(f"{r}x{FOLDS}" in name for r in range(repeats + 1, 10))
+            and (not name.startswith("rows better") or any(f"({k}," in name for k in shares))}
 
 
 def table(records: Sequence[Record]) -> str:
@@ -430,7 +451,7 @@ def table(records: Sequence[Record]) -> str:
              f"{repeats} repeats of {FOLDS} folds fitted", "",
              "| rule | null kept | 95 % interval | expert kept that helped test | "
              "expert kept that did not |", "|---|---|---|---|---|"]
-    rules = _rules(repeats)
+    rules = _rules(records)
     for name, rule in rules.items():
         false = sum(rule(r) for r in nulls)
         good = sum(rule(r) for r in helped)
