@@ -164,15 +164,38 @@ PREPARE_SOURCE = '''class Encoded:
             return None
         return getattr(self.model, "booster_", None)
 
+    def _trees(self):
+        # A fitted scikit-learn forest predicts through its trees' arrays, summed in its order
+        # as its own predict sums them (the same floats): that predict hands each tree to
+        # joblib, 31 ms for one row through 300 trees against 1.5 ms (under load, one thread).
+        if not type(self.model).__module__.startswith("sklearn.ensemble._forest"):
+            return None
+        if getattr(self.model, "n_outputs_", None) != 1:
+            return None
+        return [tree.tree_ for tree in getattr(self.model, "estimators_", ())] or None
+
+    def _forest(self, trees, X):  # the forest's mean of its trees' values, as its predict
+        matrix = np.ascontiguousarray(self._matrix(X), dtype=np.float32)
+        classes = getattr(self.model, "n_classes_", None)
+        out = np.zeros((len(matrix), classes) if classes else len(matrix))
+        for tree in trees:
+            out += tree.predict(matrix)[:, :classes] if classes else tree.predict(matrix)[:, 0]
+        return out / len(trees)
+
     def predict(self, X):
-        booster = self._booster()
-        if booster is None:
+        booster, trees = self._booster(), self._trees()
+        if trees is not None and not hasattr(self.model, "classes_"):
+            return self._forest(trees, X)
+        if booster is None and trees is None:
             return self.model.predict(self.transform(X))
         if not hasattr(self.model, "classes_"):
             return booster.predict(self._matrix(X))
         return np.asarray(self.model.classes_)[self.predict_proba(X).argmax(axis=1)]
 
     def predict_proba(self, X):
+        trees = self._trees()
+        if trees is not None:
+            return self._forest(trees, X)
         booster = self._booster()
         if booster is None:
             return self.model.predict_proba(self.transform(X))
