@@ -28,6 +28,7 @@ from engine.deploy.saved_model import (
     training_inputs,
 )
 from engine.evaluation.folds import HOLDOUT, Folds, dev_labels, make_folds
+from engine.evaluation.latency import ONE_ROW_MS, Timings, time_models, within_limit
 from engine.evaluation.scoring import SubmissionError, score
 from engine.evaluation.select import (
     CV_FOLDS,
@@ -40,9 +41,10 @@ from engine.evaluation.select import (
     select_by_cv,
     select_confirmed,
 )
-from engine.evaluation.selection import Comparison, Refit, Selection
+from engine.evaluation.selection import Comparison, Latency, Refit, Selection
 from engine.records.store import RunStore
 from engine.task.prepare import PreparedTask
+from operators.fitted import TIME_SECONDS, fitted_objects
 from operators.kinds.ensemble import weighted_members
 from sandbox import Limits
 from search.journal import Journal
@@ -78,15 +80,32 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
     def kept_valid(node_id: str) -> bytes | None:
         return store.read_predictions(node_id, "valid")
 
-    if config.select == "cv":
-        console.print(f"selecting the final best by {CV_FOLDS}-fold cross-validation of the "
-                      f"top {CV_TOP_K} nodes on train+valid", markup=False)
-        comparison = select_by_cv(task, journal, run_all, seed=config.seed, limits=limits)
-    elif config.select == "confirmed":
-        comparison = select_confirmed(task, journal, kept_valid, seed=config.seed,
-                                      truth=held_out_labels)
-    else:
-        comparison = Comparison(best.node_id, best.node_id)
+    def decide(among: Journal) -> Comparison:
+        """The rule's choice among `among`'s eligible nodes."""
+        if config.select == "cv":
+            console.print(f"selecting the final best by {CV_FOLDS}-fold cross-validation of "
+                          f"the top {CV_TOP_K} nodes on train+valid", markup=False)
+            return select_by_cv(task, among, run_all, seed=config.seed, limits=limits)
+        if config.select == "confirmed":
+            return select_confirmed(task, among, kept_valid, seed=config.seed,
+                                    truth=held_out_labels)
+        top = among.best()
+        return Comparison(top.node_id if top else None, top.node_id if top else None)
+
+    comparison = decide(journal)
+    limit = one_row_limit(config)
+    members = {n.node_id: answer_members(n) for n in journal.eligible_nodes}
+    timings = kept_timings(store, task, journal, run, limits) if config.save_model else None
+    held_back: tuple[tuple[str, float], ...] = ()
+    none_fit = False
+    if timings is not None:
+        first = comparison.winner or best.node_id
+        among, fastest = within_limit(journal, first, members, timings, limit)
+        if among is not journal:
+            held_back = ((first, timings.answer_ms(members[first]) or 0.0),)
+            none_fit, best = fastest is not None, among.best() or best
+            comparison = (Comparison(fastest, comparison.search_best) if fastest is not None
+                          else decide(among))
     winner, note = comparison.winner or best.node_id, ""
     node = journal.get(winner)
     valid, test = store.read_predictions(winner, "valid"), store.read_predictions(winner, "test")
@@ -126,13 +145,63 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
         if fitted is not None:
             keep(store.root / "best", fitted)
     journal.choose(winner)
+    measured = answer_timings(task, node, timings, fitted, run, limits)
+    latency = Latency(limit, *answer_latency(node, measured), held_back=held_back,
+                      none_fit=none_fit)
+    if measured is not None:
+        console.print(f"the answer's {latency.text()}", markup=False)
     return Selection(
         config.select, METHODS[config.select], winner, node.operator.value, comparison,
         note=note, refit=refit, model=fitted.record if fitted is not None else None,
+        latency=latency,
         # an ensemble: its valid score scored the weights it chose
         cross_fitted_raw=cross_fitted_score(task, node, kept_valid, held_out_labels,
                                             plan.groups(config.seed)),
     ).with_tests(tests)
+
+
+def one_row_limit(config: RunConfig) -> float:
+    """The one-row latency the answer is held to: the stated per-row limit, else ONE_ROW_MS."""
+    stated = config.max_predict_ms_per_row
+    return ONE_ROW_MS if stated is None else stated
+
+
+def kept_timings(store: RunStore, task: PreparedTask, journal: Journal, run: Runner,
+                 limits: Any) -> Timings | None:
+    """The fold models the search kept (the answer's candidates and their members), each
+    node's timed on one row in one sandbox run; None when none are kept."""
+    groups = {i: states for i in store.kept_fold_models()
+              if i in journal and (states := store.read_fold_models(i))}
+    code = next((journal.get(i).code for i in groups), "")
+    return time_models(task, code, groups, run, limits)
+
+
+def answer_timings(task: PreparedTask, node: Node, timings: Timings | None,
+                   fitted: FittedAnswer | None, run: Runner, limits: Any) -> Timings | None:
+    """What times the answer: the kept models' timings when they hold every member of it,
+    else its saved fitted models timed now (a holdout run's, a refitted answer's); None
+    when neither can (nothing saved, or a replay's fits)."""
+    if timings is not None and timings.answer_ms(answer_members(node)) is not None:
+        return timings
+    if fitted is None or not fitted.states or not fitted_objects(fitted.states):
+        return None
+    return time_models(task, node.code, {node.node_id: fitted.states}, run, limits)
+
+
+def answer_latency(node: Node, timings: Timings | None
+                   ) -> tuple[float | None, float | None, tuple[tuple[str, float], ...]]:
+    """The answer's one-row ms, a request's own, and each member's models (its own models
+    when it is not an ensemble, or its members could not be told apart)."""
+    if timings is None:
+        return None, None, ()
+    ids = answer_members(node)
+    if timings.answer_ms(ids) is not None:
+        return (timings.answer_ms(ids), timings.request_ms,
+                tuple((i, timings.models_ms[i]) for i in ids))
+    own = timings.members_ms.get(node.node_id, ())
+    parts = (tuple(zip(ids, own, strict=True)) if len(own) == len(ids) else
+             ((node.node_id, timings.models_ms[node.node_id]),))
+    return timings.answer_ms([node.node_id]), timings.request_ms, parts
 
 
 def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
@@ -175,6 +244,8 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
         seconds += SAVE_SHARE * _scoring_seconds(journal, best) * per_fit * rounds
     elif holdout:  # nothing saved: the refit alone
         seconds += _scoring_seconds(journal, best) * per_fit
+    if config.save_model and not holdout and kept:
+        seconds += time_run_seconds(kept)
     if config.select == "cv":
         # Every fold of each top node side by side, dealt to the executors in turn: the
         # busiest executor's share.
@@ -182,6 +253,13 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
                 for n in distinct_best(journal.eligible_nodes)[:CV_TOP_K] for _ in range(CV_FOLDS)]
         seconds += max(sum(runs[i::slots]) for i in range(slots))
     return min(seconds, MAX_CLOSING_SHARE * config.budget)
+
+
+def time_run_seconds(kept: Mapping[str, Sequence[int]]) -> float:
+    """The time run over the kept fold models (`kept_timings`): a sandbox start and imports,
+    the unpickling, and at most about TIME_SECONDS of calls a node."""
+    megabytes = sum(map(sum, kept.values())) / 2**20
+    return COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * megabytes + TIME_SECONDS * len(kept)
 
 
 def _scoring_seconds(journal: Journal, node: Node) -> float:
