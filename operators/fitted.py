@@ -49,8 +49,8 @@ KEPT_PREFIX = "kept"
 # A time run's line on stdout: this, then JSON (`timings`).
 LATENCY_MARK = "treeml-latency: "
 # A time run's calls per group after its warm-up: TIME_CALLS, or fewer once TIME_SECONDS are spent
-# (at least 3), so a slow group costs about a second, not minutes.
-TIME_CALLS, TIME_SECONDS = 15, 1.0
+# (at least 3), so a slow group costs under a second, not minutes.
+TIME_CALLS, TIME_SECONDS = 15, 0.5
 
 _WRAPPER = '''"""Runs input/solution.py, its model fits saved or restored (operators/fitted.py)."""
 import ast as _treeml_ast

@@ -11,7 +11,7 @@ that would be the answer now, and the search stops that much before the budget e
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -95,11 +95,15 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
     comparison = decide(journal)
     limit = one_row_limit(config)
     members = {n.node_id: answer_members(n) for n in journal.eligible_nodes}
-    timings = kept_timings(store, task, journal, run, limits) if config.save_model else None
+    first = comparison.winner or best.node_id
+    # The choice's members first; every kept node only when the choice is over the limit.
+    timings = (kept_timings(store, task, journal, members.get(first, []), run, limits)
+               if config.save_model else None)
     held_back: tuple[tuple[str, float], ...] = ()
     none_fit = False
-    if timings is not None:
-        first = comparison.winner or best.node_id
+    if timings is not None and (timings.answer_ms(members.get(first, [])) or 0.0) > limit:
+        timings = kept_timings(store, task, journal, store.kept_fold_models(), run,
+                               limits) or timings
         among, fastest = within_limit(journal, first, members, timings, limit)
         if among is not journal:
             held_back = ((first, timings.answer_ms(members[first]) or 0.0),)
@@ -166,12 +170,11 @@ def one_row_limit(config: RunConfig) -> float:
     return ONE_ROW_MS if stated is None else stated
 
 
-def kept_timings(store: RunStore, task: PreparedTask, journal: Journal, run: Runner,
-                 limits: Any) -> Timings | None:
-    """The fold models the search kept (the answer's candidates and their members), each
-    node's timed on one row in one sandbox run; None when none are kept."""
-    groups = {i: states for i in store.kept_fold_models()
-              if i in journal and (states := store.read_fold_models(i))}
+def kept_timings(store: RunStore, task: PreparedTask, journal: Journal, ids: Iterable[str],
+                 run: Runner, limits: Any) -> Timings | None:
+    """The fold models the search kept of the nodes `ids` (the answer's candidates and their
+    members), each node's timed on one row in one sandbox run; None when none are kept."""
+    groups = {i: states for i in ids if i in journal and (states := store.read_fold_models(i))}
     code = next((journal.get(i).code for i in groups), "")
     return time_models(task, code, groups, run, limits)
 
@@ -244,8 +247,8 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
         seconds += SAVE_SHARE * _scoring_seconds(journal, best) * per_fit * rounds
     elif holdout:  # nothing saved: the refit alone
         seconds += _scoring_seconds(journal, best) * per_fit
-    if config.save_model and not holdout and kept:
-        seconds += time_run_seconds(kept)
+    if config.save_model and not holdout and sizes:
+        seconds += time_run_seconds(sizes)
     if config.select == "cv":
         # Every fold of each top node side by side, dealt to the executors in turn: the
         # busiest executor's share.
@@ -255,11 +258,13 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
     return min(seconds, MAX_CLOSING_SHARE * config.budget)
 
 
-def time_run_seconds(kept: Mapping[str, Sequence[int]]) -> float:
-    """The time run over the kept fold models (`kept_timings`): a sandbox start and imports,
-    the unpickling, and at most about TIME_SECONDS of calls a node."""
-    megabytes = sum(map(sum, kept.values())) / 2**20
-    return COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * megabytes + TIME_SECONDS * len(kept)
+def time_run_seconds(sizes: Sequence[Sequence[int]]) -> float:
+    """The time run over the kept fold models of the answer's members (`kept_timings`; the
+    bytes of each member's in fold order): a sandbox start and imports, the unpickling, and
+    at most about TIME_SECONDS of calls a member. A second run over every kept node, when
+    the answer is over the limit, is not kept back for."""
+    megabytes = sum(map(sum, sizes)) / 2**20
+    return COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * megabytes + TIME_SECONDS * len(sizes)
 
 
 def _scoring_seconds(journal: Journal, node: Node) -> float:
