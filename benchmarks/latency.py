@@ -279,7 +279,7 @@ def answer_row(run: Path, calls: int) -> str:
     latency = selection.latency if selection else None
     measured = latency.answer_ms if latency else None
     model = (selection.model if selection else None) or {}
-    saved = (f"{model['models']} x {model['bytes'] / 2**20:.1f} MiB" if model.get("saved")
+    saved = (f"{model['models']} models, {model['bytes'] / 2**20:.1f} MiB" if model.get("saved")
              else "not saved")
     one = stored.task().test_X.head(1)
     with load(run) as predictor:

@@ -27,7 +27,8 @@ so request after request in a sandbox session (sandbox/_session.py), the interpr
 imports and the states loaded once. What could make a replay differ from its save (a random
 step outside the fits, a step that depends on the predicted rows) is caught by the engine,
 which replays the saved fits on their own rows and keeps them only if the predictions come
-out the same (engine/deploy/saved_model.py).
+out the same (engine/deploy/saved_model.py). `time` loads fitted make_model()s the same way
+and times them on one row, warm (engine/evaluation/latency.py).
 
 The state is a pickle written by generated code, which is code: it is loaded only by this
 wrapper, inside the sandbox, never in the engine's process.

@@ -182,12 +182,19 @@ PREPARE_SOURCE = '''class Encoded:
             out += tree.predict(matrix)[:, :classes] if classes else tree.predict(matrix)[:, 0]
         return out / len(trees)
 
+    def _features(self, X):
+        # CatBoost predicts a matrix as it predicts the frame, without making a Pool of a frame:
+        # 0.2 against 0.45 ms a one-row call (a frame only for the text columns it takes).
+        plain = (type(self.model).__module__.split(".")[0] == "catboost"
+                 and not getattr(self, "text_", ()))
+        return self._matrix(X) if plain else self.transform(X)
+
     def predict(self, X):
         booster, trees = self._booster(), self._trees()
         if trees is not None and not hasattr(self.model, "classes_"):
             return self._forest(trees, X)
         if booster is None and trees is None:
-            return self.model.predict(self.transform(X))
+            return self.model.predict(self._features(X))
         if not hasattr(self.model, "classes_"):
             return booster.predict(self._matrix(X))
         return np.asarray(self.model.classes_)[self.predict_proba(X).argmax(axis=1)]
@@ -198,7 +205,7 @@ PREPARE_SOURCE = '''class Encoded:
             return self._forest(trees, X)
         booster = self._booster()
         if booster is None:
-            return self.model.predict_proba(self.transform(X))
+            return self.model.predict_proba(self._features(X))
         proba = booster.predict(self._matrix(X))
         return proba if proba.ndim == 2 else np.column_stack([1.0 - proba, proba])
 

@@ -3,11 +3,12 @@
 A served request (`engine.predict`'s session, `load().predict`) predicts its rows with every
 saved model of the answer: a k-fold run's k fold models, each of an ensemble's members in
 each. So the answer's one-row latency is a request's own work (reading its CSV, writing the
-reply) plus, for each member, the time of its k fold models on one row. Both are measured
-once, at the final selection, in one sandbox run over the fold models the search kept for the
-answer's candidates (`time_kept`: the median of warm calls; operators/fitted.py TIME); trials
-measure nothing more. The session's pipe and the engine's reading of the reply are not in it
-(about 1 to 2 ms more in `load().predict`: benchmarks/results/latency-limit-2026-12-07).
+reply) plus, for each member, the time of its k fold models on one row. Both are measured at
+the final selection in a sandbox run over the fold models the search kept (`time_models`: the
+median of warm calls; operators/fitted.py TIME): the chosen answer's members first, every kept
+node only when it is over the limit; trials measure nothing more. The session's pipe and the
+engine's reading of the reply are not in it (`load().predict` against it:
+benchmarks/results/latency-limit-2026-12-07).
 
 The limit is the run's `max_predict_ms_per_row` when one is stated (the one fact "a row's
 prediction takes at most this"; the search checks it per row of a batch, the selection on one
