@@ -46,10 +46,11 @@ def node(node_id: str, metric: float, operator: Operator = Operator.PORTFOLIO,
 
 
 def tree() -> tuple[Journal, dict[str, list[str]]]:
-    """A baseline root, three portfolio nodes and two ensembles of them (best first: e1 of a
-    and the slow b, then e2 of a and c), with each node's members."""
+    """A baseline root, four portfolio nodes (d never timed: its fold models were not kept)
+    and two ensembles (best first: e1 of a and the slow b, then e2 of a and c), with each
+    node's members."""
     nodes = [node("base", 0.5, Operator.BASELINE, 0), node("a", 0.7), node("b", 0.75),
-             node("c", 0.72), node("e1", 0.9, Operator.ENSEMBLE, 2),
+             node("c", 0.72), node("d", 0.88), node("e1", 0.9, Operator.ENSEMBLE, 2),
              node("e2", 0.85, Operator.ENSEMBLE, 3)]
     members = {"e1": ["a", "b"], "e2": ["a", "c"]}
     return Journal(nodes), {n.node_id: members.get(n.node_id, [n.node_id]) for n in nodes}
@@ -69,11 +70,14 @@ def test_an_ensemble_with_a_slow_member_gives_way_to_the_next_best_that_fits() -
     assert over_limit(journal.eligible_nodes, members, PLANTED, LIMIT) == {"b": 31.0, "e1": 34.0}
     among, fastest_id = within_limit(journal, "e1", members, PLANTED, LIMIT)
     assert fastest_id is None
+    # e2, not d: d's latency is not known to fit
     assert among.best() is not None and among.best().node_id == "e2"
     assert not among.is_eligible(journal.get("b")) and among.is_eligible(journal.get("a"))
+    assert not among.is_eligible(journal.get("d"))
     assert journal.best() is not None and journal.best().node_id == "e1"  # the run's own: as it was
     # A choice that fits, or that was never measured, stands.
     assert within_limit(journal, "e2", members, PLANTED, LIMIT) == (journal, None)
+    assert within_limit(journal, "d", members, PLANTED, LIMIT) == (journal, None)
     unmeasured = dataclasses.replace(PLANTED, models_ms={"a": 3.0})
     assert within_limit(journal, "e1", members, unmeasured, LIMIT) == (journal, None)
 

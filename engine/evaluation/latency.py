@@ -13,11 +13,11 @@ benchmarks/results/latency-limit-2026-12-07).
 The limit is the run's `max_predict_ms_per_row` when one is stated (the one fact "a row's
 prediction takes at most this"; the search checks it per row of a batch, the selection on one
 row alone), else ONE_ROW_MS. When the rule's choice is over it, the rule chooses again
-among the nodes not measured over it (`within_limit`): an ensemble with a slow member gives way
-to the next best answer, often an ensemble of fewer or faster members; when no measured node
-fits, the fastest is taken. Nodes without kept fold models (every node of a holdout run, an
-LLM-written script) are not measured before the choice and not held back; the answer's saved
-model is then timed once it is saved, for the record.
+among the nodes measured within it (`within_limit`): an ensemble with a slow member gives way
+to the next best answer that fits, often an ensemble of fewer or faster members; when no
+measured node fits, the fastest is taken. A choice without kept fold models to time (every
+node of a holdout run, an LLM-written script, fold models too big to keep) stands; the
+answer's saved model is then timed once it is saved, for the record.
 """
 
 from __future__ import annotations
@@ -121,11 +121,13 @@ def fastest(nodes: Iterable[Node], members: Mapping[str, list[str]],
 def within_limit(journal: Journal, chosen: str, members: Mapping[str, list[str]],
                  timings: Timings, limit_ms: float) -> tuple[Journal, str | None]:
     """What the rule chooses among once its choice `chosen` is measured over `limit_ms`: the
-    journal without every measured node over it, and, when no eligible node is left, the
-    fastest measured node (else None). `journal` itself and None when `chosen` fits."""
-    slow = over_limit(journal.eligible_nodes, members, timings, limit_ms)
-    if chosen not in slow:
+    journal with only the nodes measured within it eligible (one not measured is not known
+    to fit), and, when there are none, the fastest measured node (else None). `journal`
+    itself and None when `chosen` fits or was not measured."""
+    nodes = journal.eligible_nodes
+    if chosen not in over_limit(nodes, members, timings, limit_ms):
         return journal, None
-    among = journal.without(slow)
-    return among, None if among.best() is not None else fastest(journal.eligible_nodes,
-                                                                 members, timings)
+    among = journal.without(
+        n.node_id for n in nodes
+        if (ms := timings.answer_ms(members.get(n.node_id, ()))) is None or ms > limit_ms)
+    return among, None if among.best() is not None else fastest(nodes, members, timings)
