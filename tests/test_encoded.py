@@ -5,7 +5,9 @@ probabilities are exactly the wrapper's. Other models, and LightGBM with a custo
 keep their own predict. A scikit-learn forest predicts through its trees' arrays, summed as its
 own predict sums them (issue 77: its joblib dispatch took 31 of 32 ms of a one-row call through
 300 trees), with exactly its predictions and probabilities; CatBoost predicts the encoded
-matrix, not a frame (0.2 against 0.45 ms a one-row call), with the frame's predictions."""
+matrix, not a frame (0.2 against 0.45 ms a one-row call), with the frame's predictions; the
+one-hot is made with arrays, not pandas' get_dummies (34 of 50 ms a one-row call on
+credit-g), column for column the same values."""
 
 from __future__ import annotations
 
@@ -110,6 +112,31 @@ def test_catboost_predicts_the_matrix_exactly_as_the_frame(name: str) -> None:
     assert np.array_equal(encoded.predict(NEW), expected) and seen == [np.ndarray]
     if proba is not None:
         assert np.array_equal(encoded.predict_proba(NEW), proba)
+
+
+def test_the_one_hot_as_arrays_is_the_frames_column_for_column() -> None:
+    rng = np.random.default_rng(3)
+    train = pd.DataFrame({
+        "n": rng.normal(size=200), "i": rng.integers(0, 5, 200),
+        "city": rng.choice(["Oslo", "Rome", "other", None], 200),
+        "flag": rng.choice([True, False], 200),
+        "size": rng.choice(["s", "m", "l"], 200).astype(object),
+        "ids": [f"id{k}" for k in range(200)],  # more levels than kept: the rest is "other"
+        "as_text": rng.choice(["1.5", "2", None], 200),
+    })
+    train.loc[rng.random(200) < 0.2, "n"] = np.nan
+    encoded = Encoded().fit(train)
+    new = pd.concat([train.sample(30, random_state=0), pd.DataFrame({
+        "n": [np.nan], "i": [9], "city": ["Lima"], "flag": [None], "size": [np.nan],
+        "ids": ["never seen"], "as_text": ["x"]})], ignore_index=True)
+    new["size"] = new["size"].astype("category")  # a category column predicts the same
+    numbers_as_text = new.assign(n=[None if pd.isna(v) else str(v) for v in new["n"]])
+    for rows in (new, new.head(1), new.tail(1), new.drop(columns=["city"]), numbers_as_text):
+        frame = encoded._one_hot(rows)
+        expected = frame.to_numpy(dtype=float, na_value=np.nan)
+        assert np.array_equal(encoded._arrays(rows), expected, equal_nan=True)
+        assert encoded.transform(rows).equals(encoded._finish(frame))
+    assert len(encoded.levels_) == 5  # city, flag, size, ids, as_text: all one-hot
 
 
 def test_other_models_and_custom_objectives_keep_their_own_predict() -> None:
