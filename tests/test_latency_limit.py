@@ -16,6 +16,7 @@ from engine.evaluation.folds import make_folds
 from engine.evaluation.latency import (
     Timings,
     fastest,
+    measured_within,
     over_limit,
     read_timings,
     time_models,
@@ -78,6 +79,9 @@ def test_an_ensemble_with_a_slow_member_gives_way_to_the_next_best_that_fits() -
     # A choice that fits, or that was never measured, stands.
     assert within_limit(journal, "e2", members, PLANTED, LIMIT) == (journal, None)
     assert within_limit(journal, "d", members, PLANTED, LIMIT) == (journal, None)
+    # d, timed only once saved and over the limit, gives way the same way
+    fits = measured_within(journal, members, PLANTED, LIMIT)
+    assert fits.best() is not None and fits.best().node_id == "e2"
     unmeasured = dataclasses.replace(PLANTED, models_ms={"a": 3.0})
     assert within_limit(journal, "e1", members, unmeasured, LIMIT) == (journal, None)
 

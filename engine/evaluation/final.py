@@ -28,7 +28,13 @@ from engine.deploy.saved_model import (
     training_inputs,
 )
 from engine.evaluation.folds import HOLDOUT, Folds, dev_labels, make_folds
-from engine.evaluation.latency import ONE_ROW_MS, Timings, time_models, within_limit
+from engine.evaluation.latency import (
+    ONE_ROW_MS,
+    Timings,
+    measured_within,
+    time_models,
+    within_limit,
+)
 from engine.evaluation.scoring import SubmissionError, score
 from engine.evaluation.select import (
     CV_FOLDS,
@@ -110,46 +116,65 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
             none_fit, best = fastest is not None, among.best() or best
             comparison = (Comparison(fastest, comparison.search_best) if fastest is not None
                           else decide(among))
-    winner, note = comparison.winner or best.node_id, ""
-    node = journal.get(winner)
-    valid, test = store.read_predictions(winner, "valid"), store.read_predictions(winner, "test")
-    if valid is None and winner != best.node_id:
-        # A run stored before predictions were kept: run the winner again for its files.
-        result = run(node.code, task.inputs(), limits)
-        if result.status == "ok":
-            valid, test = result.valid_csv, result.test_csv
-        else:
-            note = (f"the chosen node {winner} failed when re-run ({result.error}): the best "
-                    "valid score")
-            winner, node = best.node_id, best
-    fitted, refit = None, None
-    rows = refit_rows(task, journal, node, folds, seconds_left)
-    if valid is not None and config.save_model:
-        fitted = saved_answer(store.root / "best", winner)
-        if fitted is not None:
-            console.print("the answer is the one already saved: its fitted models are kept",
-                          markup=False)
-        else:
-            fitted = (kept_model(store, task, node, folds, run_all, limits, console)
-                      or fit_model(task, node, folds, run_all, limits, console, rows))
-    if valid is not None and folds is not None and folds.k == HOLDOUT:
-        # Scored on the holdout, the answer learned from train alone: it learns once more
-        # from every train + valid row, and that is what best/ ships and the summary scores
-        # (the saved model's fit is that refit, when there is one).
-        if fitted is not None and fitted.test_csvs:
-            test, refit = fitted.test_csvs[0], Refit(score(task, fitted.test_csvs[0], "test"),
-                                                     rows=rows)
-        elif fitted is not None and folds.sampled:  # its one refit failed: no second
-            refit = Refit(error=f"the refit failed ({fitted.record.get('reason')}); best/ "
-                                "holds the answer fitted on the search's sample")
-        else:
-            test, refit = refit_answer(task, node, run, limits, test, rows)
-    if valid is not None:
-        store.write_best(node, valid, test)
-        if fitted is not None:
-            keep(store.root / "best", fitted)
-    journal.choose(winner)
+
+    def hand_over(winner: str, best: Node) -> tuple[str, Node, str, FittedAnswer | None,
+                                                     Refit | None]:
+        """Put `winner` in best/ (its predictions, its saved model, the holdout's refit): the
+        node it ended as (`best` when a re-run failed), why, its fits and its refit."""
+        node, note = journal.get(winner), ""
+        valid = store.read_predictions(winner, "valid")
+        test = store.read_predictions(winner, "test")
+        if valid is None and winner != best.node_id:
+            # A run stored before predictions were kept: run the winner again for its files.
+            result = run(node.code, task.inputs(), limits)
+            if result.status == "ok":
+                valid, test = result.valid_csv, result.test_csv
+            else:
+                note = (f"the chosen node {winner} failed when re-run ({result.error}): the "
+                        "best valid score")
+                winner, node = best.node_id, best
+        fitted, refit = None, None
+        rows = refit_rows(task, journal, node, folds, seconds_left)
+        if valid is not None and config.save_model:
+            fitted = saved_answer(store.root / "best", winner)
+            if fitted is not None:
+                console.print("the answer is the one already saved: its fitted models are "
+                              "kept", markup=False)
+            else:
+                fitted = (kept_model(store, task, node, folds, run_all, limits, console)
+                          or fit_model(task, node, folds, run_all, limits, console, rows))
+        if valid is not None and folds is not None and folds.k == HOLDOUT:
+            # Scored on the holdout, the answer learned from train alone: it learns once more
+            # from every train + valid row, and that is what best/ ships and the summary
+            # scores (the saved model's fit is that refit, when there is one).
+            if fitted is not None and fitted.test_csvs:
+                test, refit = fitted.test_csvs[0], Refit(
+                    score(task, fitted.test_csvs[0], "test"), rows=rows)
+            elif fitted is not None and folds.sampled:  # its one refit failed: no second
+                refit = Refit(error=f"the refit failed ({fitted.record.get('reason')}); best/ "
+                                    "holds the answer fitted on the search's sample")
+            else:
+                test, refit = refit_answer(task, node, run, limits, test, rows)
+        if valid is not None:
+            store.write_best(node, valid, test)
+            if fitted is not None:
+                keep(store.root / "best", fitted)
+        return winner, node, note, fitted, refit
+
+    winner, node, note, fitted, refit = hand_over(comparison.winner or best.node_id, best)
     measured = answer_timings(task, node, timings, fitted, run, limits)
+    ms = answer_latency(node, measured)[0]
+    if ms is not None and ms > limit and not held_back and not none_fit:
+        # Timed only once saved (no kept fold models of its own, too big to keep): the next
+        # best answer that was timed within the limit, when there is one.
+        timings = kept_timings(store, task, journal, store.kept_fold_models(), run, limits)
+        fits = measured_within(journal, members, timings, limit) if timings else None
+        if fits is not None and (top := fits.best()) is not None:
+            held_back, comparison = ((winner, ms),), decide(fits)
+            winner, node, note, fitted, refit = hand_over(comparison.winner or top.node_id,
+                                                          top)
+            measured = answer_timings(task, node, timings, fitted, run, limits)
+    journal.choose(winner)
     latency = Latency(limit, *answer_latency(node, measured), held_back=held_back,
                       none_fit=none_fit)
     if measured is not None:

@@ -16,8 +16,9 @@ row alone), else ONE_ROW_MS. When the rule's choice is over it, the rule chooses
 among the nodes measured within it (`within_limit`): an ensemble with a slow member gives way
 to the next best answer that fits, often an ensemble of fewer or faster members; when no
 measured node fits, the fastest is taken. A choice without kept fold models to time (every
-node of a holdout run, an LLM-written script, fold models too big to keep) stands; the
-answer's saved model is then timed once it is saved, for the record.
+node of a holdout run, an LLM-written script, fold models too big to keep) is timed once
+saved; over the limit, it gives way to the best node measured within it (`measured_within`),
+saved in its place, when there is one.
 """
 
 from __future__ import annotations
@@ -127,7 +128,13 @@ def within_limit(journal: Journal, chosen: str, members: Mapping[str, list[str]]
     nodes = journal.eligible_nodes
     if chosen not in over_limit(nodes, members, timings, limit_ms):
         return journal, None
-    among = journal.without(
-        n.node_id for n in nodes
-        if (ms := timings.answer_ms(members.get(n.node_id, ()))) is None or ms > limit_ms)
+    among = measured_within(journal, members, timings, limit_ms)
     return among, None if among.best() is not None else fastest(nodes, members, timings)
+
+
+def measured_within(journal: Journal, members: Mapping[str, list[str]], timings: Timings,
+                    limit_ms: float) -> Journal:
+    """The journal with only the nodes measured within `limit_ms` eligible."""
+    return journal.without(
+        n.node_id for n in journal.eligible_nodes
+        if (ms := timings.answer_ms(members.get(n.node_id, ()))) is None or ms > limit_ms)
