@@ -138,13 +138,12 @@ PREPARE_SOURCE = '''class Encoded:
         frame = X.reindex(columns=self.columns_)
         kinds = frame.dtypes
         numbers = [col for col in self.columns_ if col not in self.levels_]
-        values = frame[numbers]
-        text = [col for col in numbers if not pd.api.types.is_numeric_dtype(kinds[col])]
-        if text:  # numbers written as text
-            values = values.copy()
-            for col in text:
-                values[col] = pd.to_numeric(values[col], errors="coerce")
-        blocks = [values.to_numpy(dtype=float, na_value=np.nan)]
+        for col in numbers:  # numbers written as text
+            if not pd.api.types.is_numeric_dtype(kinds[col]):
+                frame[col] = pd.to_numeric(frame[col], errors="coerce")
+        if not self.levels_:  # no column selected: each selection copies the frame
+            return frame.to_numpy(dtype=float, na_value=np.nan)
+        blocks = [frame[numbers].to_numpy(dtype=float, na_value=np.nan)]
         rows = np.arange(len(frame))
         for col, texts in zip(self.levels_, frame[list(self.levels_)].to_numpy(dtype=object).T):
             levels = self.levels_[col]  # the last is "other", for a value never seen
