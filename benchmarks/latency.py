@@ -9,7 +9,11 @@
 - `autogluon`: `TabularPredictor.predict` on a LightGBM model bagged over 5 folds (the model
   family of the engine's baseline), trained on the same rows, in the bench venv.
 
-For each: one row (p50 and p99 of `--calls` warm calls) and 10,000 rows (the test rows drawn
+With `--answers RUN...`, only the API's warm one-row p50 of each run's answer, one table row a
+run, the runs timed in turn in one process (compare answers in the same conditions; each row
+also gives the one-row ms the final selection measured, engine/evaluation/latency.py).
+
+For each way: one row (p50 and p99 of `--calls` warm calls) and 10,000 rows (the test rows drawn
 with replacement; the median of `--big-calls` warm calls), warm and cold. Cold means a fresh
 handle: for the API and AutoGluon a new `load` and its first call (this process has imported
 the libraries already); for the CLI its first call (every call is a new process; later ones
@@ -92,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="shipped dataset (default concrete-strength)")
     parser.add_argument("--run", type=Path, default=None,
                         help="a finished run of that dataset (default: make one)")
+    parser.add_argument("--answers", type=Path, nargs="+", default=None, metavar="RUN",
+                        help="only the API's warm one-row p50 of each run's answer, in turn")
     parser.add_argument("--calls", type=int, default=20, help="warm one-row calls per way")
     parser.add_argument("--cli-calls", type=int, default=5,
                         help="warm one-row calls of the CLI (each is a process)")
@@ -263,8 +269,44 @@ def report(results: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
+def answer_row(run: Path, calls: int) -> str:
+    """A table row: the run's data set and answer (its kind, saved models, their size), the
+    one-row ms its final selection measured, and the p50 and fastest of `calls` warm one-row
+    `load().predict` calls (after a warm-up of 3)."""
+    stored = open_run(run)
+    answer = stored.journal.final()
+    selection = stored.selection
+    latency = selection.latency if selection else None
+    measured = latency.answer_ms if latency else None
+    model = (selection.model if selection else None) or {}
+    saved = (f"{model['models']} models, {model['bytes'] / 2**20:.1f} MiB" if model.get("saved")
+             else "not saved")
+    one = stored.task().test_X.head(1)
+    with load(run) as predictor:
+        for _ in range(3):
+            predictor.predict(one)
+        warm = [timed(lambda: predictor.predict(one)) for _ in range(calls)]
+    kind = answer.operator.value if answer else "none"
+    return (f"| {Path(str(stored.config.get('data'))).stem} | {run.name} | {kind} | {saved} | "
+            f"{'' if measured is None else f'{measured:.1f}'} | "
+            f"{1000 * float(np.median(warm)):.1f} | {1000 * min(warm):.1f} |")
+
+
+def answers(runs: list[Path], calls: int) -> str:
+    """The `--answers` table, each run timed in turn."""
+    lines = ["| data | run | answer | saved model | measured at selection, ms | "
+             "load().predict p50, ms | fastest, ms |", "|---|---|---|---|---|---|---|"]
+    for run in runs:
+        lines.append(answer_row(run, calls))
+        print(lines[-1], flush=True)
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.answers:
+        answers(args.answers, args.calls)
+        return 0
     load_at_start = os.getloadavg()[0]
     run = args.run or make_run(args.dataset, args.budget)
     stored = open_run(run)

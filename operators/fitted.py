@@ -27,7 +27,8 @@ so request after request in a sandbox session (sandbox/_session.py), the interpr
 imports and the states loaded once. What could make a replay differ from its save (a random
 step outside the fits, a step that depends on the predicted rows) is caught by the engine,
 which replays the saved fits on their own rows and keeps them only if the predictions come
-out the same (engine/deploy/saved_model.py).
+out the same (engine/deploy/saved_model.py). `time` loads fitted make_model()s the same way
+and times them on one row, warm (engine/evaluation/latency.py).
 
 The state is a pickle written by generated code, which is code: it is loaded only by this
 wrapper, inside the sandbox, never in the engine's process.
@@ -38,7 +39,7 @@ from __future__ import annotations
 from operators.harness import FOLDS_MAGIC, MODEL_MAGIC, MODEL_MODULE
 from sandbox import REPLY_DIR, REPLY_FD_ENV, REQUEST_FILE
 
-SAVE, LOAD, SERVE, COMPOSE = "save", "load", "serve", "compose"
+SAVE, LOAD, SERVE, COMPOSE, TIME = "save", "load", "serve", "compose", "time"
 STATE_FILE = "fitted.pkl"  # written to submission/ by a save
 FITTED_PREFIX = "fitted"  # a load reads input/fitted-<i>.pkl with input/train-<i>.csv, i = 0..
 SOLUTION_FILE = "solution.py"  # the solution script, an input file of the wrapper
@@ -46,6 +47,11 @@ SOLUTION_FILE = "solution.py"  # the solution script, an input file of the wrapp
 UNSAVED_MARK = "treeml-fitted: not saved: "
 # A compose run reads the fold models scoring kept as input/kept-<member>-<fold>.pkl.
 KEPT_PREFIX = "kept"
+# A time run's line on stdout: this, then JSON (`timings`).
+LATENCY_MARK = "treeml-latency: "
+# A time run's calls per group after its warm-up: TIME_CALLS, or fewer once TIME_SECONDS are spent
+# (at least 3), so a slow group costs under a second, not minutes.
+TIME_CALLS, TIME_SECONDS = 15, 0.5
 
 _WRAPPER = '''"""Runs input/solution.py, its model fits saved or restored (operators/fitted.py)."""
 import ast as _treeml_ast
@@ -248,6 +254,65 @@ elif _TREEML_MODE == "compose":
     with open("submission/__STATE__", "wb") as _treeml_file:
         _treeml_file.write(__FOLDS__ + " ".join(str(len(s)) for s in _treeml_states_).encode()
                            + b"\\n" + b"".join(_treeml_states_))
+elif _TREEML_MODE == "time":
+    # The warm one-row latency of each group of kept models (input/kept-<group>-<model>.pkl: a
+    # node's fold models, all of which a served request predicts with), and of each member of
+    # an Ensemble among them; and a request's own work without models (reading its CSV,
+    # writing the reply's blocks). Milliseconds, one JSON line on stdout.
+    import json as _treeml_json
+    import time as _treeml_time
+
+    _treeml_builtins.__import__ = _treeml_import
+    _treeml_solution = _treeml_module()
+    _treeml_groups = []
+    while _treeml_os.path.exists(f"input/__KEPT__-{len(_treeml_groups)}-0.pkl"):
+        _treeml_models_ = []
+        while _treeml_os.path.exists(_treeml_path := f"input/__KEPT__-"
+                                     f"{len(_treeml_groups)}-{len(_treeml_models_)}.pkl"):
+            with open(_treeml_path, "rb") as _treeml_file:
+                _treeml_models_.append(_treeml_pickle.loads(
+                    _treeml_file.read()[len(__MAGIC__):]))
+        _treeml_groups.append(_treeml_models_)
+    import pandas as _treeml_pd
+
+    _treeml_row = _treeml_pd.read_csv("input/test.csv").head(1)
+
+    def _treeml_p50(call):
+        call()
+        call()  # warm: first calls fill caches and lazy imports
+        times = []
+        while len(times) < __CALLS__ and (len(times) < 3 or sum(times) < __SECONDS__):
+            start = _treeml_time.perf_counter()
+            call()
+            times.append(_treeml_time.perf_counter() - start)
+        return 1000 * sorted(times)[len(times) // 2]
+
+    def _treeml_predict_all(models):
+        return [_treeml_solution._treeml_predict(m, _treeml_row.copy()) for m in models]
+
+    class _TreemlFixed:  # a model whose prediction is ready: a request's work without models
+        def __init__(self, pred):
+            self.pred = pred
+
+        def predict(self, rows):
+            return self.pred
+
+        predict_proba = predict
+
+    _treeml_timed = []
+    for _treeml_models_ in _treeml_groups:
+        _treeml_entry = {"ms": _treeml_p50(lambda: _treeml_predict_all(_treeml_models_))}
+        _treeml_ensemble = getattr(_treeml_solution, "Ensemble", None)
+        if _treeml_ensemble is not None and isinstance(_treeml_models_[0], _treeml_ensemble):
+            _treeml_entry["members"] = [_treeml_p50(lambda j=j: _treeml_predict_all(
+                [m.members[j] for m in _treeml_models_]))
+                for j in range(len(_treeml_models_[0].members))]
+        _treeml_timed.append(_treeml_entry)
+    _treeml_fixed = [_TreemlFixed(p) for p in _treeml_predict_all(max(_treeml_groups, key=len))]
+    _treeml_request = _treeml_p50(lambda: _treeml_predict_into(
+        _treeml_solution, _treeml_fixed, (("test.csv", "test.csv"),), "_treeml_request"))
+    print(__LATENCY__ + _treeml_json.dumps({"request_ms": _treeml_request,
+                                            "groups": _treeml_timed}), flush=True)
 elif _TREEML_MODE == "save":
     _treeml_run()
     if _treeml_unsaved or not _treeml_states:
@@ -373,14 +438,17 @@ def fold_states(blob: bytes | None) -> list[bytes] | None:
 
 def fitted_wrapper(mode: str) -> str:
     """The script that runs `input/solution.py` saving (SAVE) or restoring (LOAD) its fits,
-    restoring them to answer request after request in a sandbox session (SERVE), or putting
-    the answer's model together from the fold models scoring kept (COMPOSE)."""
-    if mode not in (SAVE, LOAD, SERVE, COMPOSE):
-        raise ValueError(f"mode must be {SAVE!r}, {LOAD!r}, {SERVE!r} or {COMPOSE!r}, "
-                         f"got {mode!r}")
+    restoring them to answer request after request in a sandbox session (SERVE), putting
+    the answer's model together from the fold models scoring kept (COMPOSE), or timing kept
+    models on one row (TIME)."""
+    if mode not in (SAVE, LOAD, SERVE, COMPOSE, TIME):
+        raise ValueError(f"mode must be {SAVE!r}, {LOAD!r}, {SERVE!r}, {COMPOSE!r} or "
+                         f"{TIME!r}, got {mode!r}")
     return (_WRAPPER.replace("__MODE__", repr(mode)).replace("__STATE__", STATE_FILE)
             .replace("__SOLUTION__", SOLUTION_FILE).replace("__UNSAVED__", UNSAVED_MARK)
             .replace("__FITTED__", FITTED_PREFIX).replace("__REQUEST__", REQUEST_FILE)
             .replace("__REPLY_FD__", REPLY_FD_ENV).replace("__REPLY__", REPLY_DIR)
             .replace("__MODULE__", repr(MODEL_MODULE)).replace("__MAGIC__", repr(MODEL_MAGIC))
-            .replace("__KEPT__", KEPT_PREFIX).replace("__FOLDS__", repr(FOLDS_MAGIC)))
+            .replace("__KEPT__", KEPT_PREFIX).replace("__FOLDS__", repr(FOLDS_MAGIC))
+            .replace("__LATENCY__", repr(LATENCY_MARK)).replace("__CALLS__", str(TIME_CALLS))
+            .replace("__SECONDS__", repr(TIME_SECONDS)))

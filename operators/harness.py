@@ -131,8 +131,33 @@ PREPARE_SOURCE = '''class Encoded:
             return frame
         return pd.get_dummies(frame, columns=list(self.levels_), dummy_na=True, dtype=float)
 
+    def _arrays(self, X):
+        # `_one_hot`'s values as arrays, column for column: pandas' Categorical and get_dummies
+        # took 34 of a one-row call's 50 ms on credit-g's 13 text columns. Numbers first, then
+        # each text column's levels and its missing-value column, as get_dummies orders them.
+        frame = X.reindex(columns=self.columns_)
+        kinds = frame.dtypes
+        numbers = [col for col in self.columns_ if col not in self.levels_]
+        for col in numbers:  # numbers written as text
+            if not pd.api.types.is_numeric_dtype(kinds[col]):
+                frame[col] = pd.to_numeric(frame[col], errors="coerce")
+        if not self.levels_:  # no column selected: each selection copies the frame
+            return frame.to_numpy(dtype=float, na_value=np.nan)
+        blocks = [frame[numbers].to_numpy(dtype=float, na_value=np.nan)]
+        rows = np.arange(len(frame))
+        for col, texts in zip(self.levels_, frame[list(self.levels_)].to_numpy(dtype=object).T):
+            levels = self.levels_[col]  # the last is "other", for a value never seen
+            index = {level: i for i, level in enumerate(levels)}
+            codes = np.fromiter((index.get(v, len(levels) - 1) for v in texts), int, len(texts))
+            codes[pd.isna(texts)] = len(levels)
+            block = np.zeros((len(frame), len(levels) + 1))
+            block[rows, codes] = 1.0
+            blocks.append(block)
+        return np.hstack(blocks)
+
     def _filled(self, frame):
-        values = frame.to_numpy(dtype=float, na_value=np.nan)
+        values = (frame if isinstance(frame, np.ndarray)
+                  else frame.to_numpy(dtype=float, na_value=np.nan))
         return np.where(np.isnan(values), self.fill_, values)
 
     def _finish(self, frame):
@@ -149,10 +174,16 @@ PREPARE_SOURCE = '''class Encoded:
         return self._one_hot(apply_programs(X, self.programs))
 
     def transform(self, X):
-        return self._finish(self._encoded(X))
+        if getattr(self, "text_", ()):  # text kept as text: the frame's own way
+            return self._finish(self._encoded(X))
+        frame = apply_programs(X, self.programs)
+        return pd.DataFrame(self._filled(self._arrays(frame)), index=frame.index,
+                            columns=self.names_)
 
     def _matrix(self, X):  # transform's values without their frame, for a booster
-        return self._filled(self._encoded(X))
+        if getattr(self, "text_", ()):
+            return self._filled(self._encoded(X))
+        return self._filled(self._arrays(apply_programs(X, self.programs)))
 
     def _booster(self):
         # A fitted LightGBM scikit-learn model predicts through its booster, as its own
@@ -164,18 +195,48 @@ PREPARE_SOURCE = '''class Encoded:
             return None
         return getattr(self.model, "booster_", None)
 
+    def _trees(self):
+        # A fitted scikit-learn forest predicts through its trees' arrays, summed in its order
+        # as its own predict sums them (the same floats): that predict hands each tree to
+        # joblib, 31 ms for one row through 300 trees against 1.5 ms (under load, one thread).
+        if not type(self.model).__module__.startswith("sklearn.ensemble._forest"):
+            return None
+        if getattr(self.model, "n_outputs_", None) != 1:
+            return None
+        return [tree.tree_ for tree in getattr(self.model, "estimators_", ())] or None
+
+    def _forest(self, trees, X):  # the forest's mean of its trees' values, as its predict
+        matrix = np.ascontiguousarray(self._matrix(X), dtype=np.float32)
+        classes = getattr(self.model, "n_classes_", None)
+        out = np.zeros((len(matrix), classes) if classes else len(matrix))
+        for tree in trees:
+            out += tree.predict(matrix)[:, :classes] if classes else tree.predict(matrix)[:, 0]
+        return out / len(trees)
+
+    def _features(self, X):
+        # CatBoost predicts a matrix as it predicts the frame, without making a Pool of a frame:
+        # 0.2 against 0.45 ms a one-row call (a frame only for the text columns it takes).
+        plain = (type(self.model).__module__.split(".")[0] == "catboost"
+                 and not getattr(self, "text_", ()))
+        return self._matrix(X) if plain else self.transform(X)
+
     def predict(self, X):
-        booster = self._booster()
-        if booster is None:
-            return self.model.predict(self.transform(X))
+        booster, trees = self._booster(), self._trees()
+        if trees is not None and not hasattr(self.model, "classes_"):
+            return self._forest(trees, X)
+        if booster is None and trees is None:
+            return self.model.predict(self._features(X))
         if not hasattr(self.model, "classes_"):
             return booster.predict(self._matrix(X))
         return np.asarray(self.model.classes_)[self.predict_proba(X).argmax(axis=1)]
 
     def predict_proba(self, X):
+        trees = self._trees()
+        if trees is not None:
+            return self._forest(trees, X)
         booster = self._booster()
         if booster is None:
-            return self.model.predict_proba(self.transform(X))
+            return self.model.predict_proba(self._features(X))
         proba = booster.predict(self._matrix(X))
         return proba if proba.ndim == 2 else np.column_stack([1.0 - proba, proba])
 

@@ -9,7 +9,7 @@ the end (engine/evaluation/select.py) has `choose`n it, and `best` until then.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from search.constraints import Constraints
 from search.node import Node, Operator, Status
@@ -26,6 +26,7 @@ class Journal:
         self._best: Node | None = None
         self._baseline: Node | None = None
         self._chosen: Node | None = None
+        self._held_back: frozenset[str] = frozenset()
         for node in nodes or ():
             self.add(node)
 
@@ -116,7 +117,17 @@ class Journal:
 
     def is_eligible(self, node: Node) -> bool:
         """Ok and within every stated constraint: the nodes `best` chooses from."""
-        return node.is_ok and not self.constraints.violations(node)
+        return (node.is_ok and node.node_id not in self._held_back
+                and not self.constraints.violations(node))
+
+    def without(self, node_ids: Iterable[str]) -> Journal:
+        """The same tree with the nodes of `node_ids` not eligible (the final selection's
+        latency limit holding them back)."""
+        journal = Journal(constraints=self.constraints)
+        journal._held_back = frozenset(node_ids)
+        for node in self._nodes.values():
+            journal.add(node)
+        return journal
 
     @property
     def eligible_nodes(self) -> list[Node]:

@@ -26,12 +26,14 @@ from engine.evaluation.final import (
     SAVE_SHARE,
     closing_seconds,
     refit_rows,
+    time_run_seconds,
 )
 from engine.evaluation.folds import HOLDOUT, make_folds
 from engine.evaluation.select import CV_FOLDS
 from engine.records.summary import summary_facts, write_summary
 from engine.search_run import task_context
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
+from operators.fitted import TIME_SECONDS
 from operators.harness import assemble
 from operators.kinds.ensemble import ensemble_written, weighted_members
 from operators.models import model_code
@@ -92,21 +94,29 @@ def test_an_answer_put_together_from_kept_models_keeps_back_its_compose_runs(
     mib = 2**20
     small = {"000000000003": [mib] * 5, "000000000002": [mib] * 5}
     one_run = COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * 10
-    assert closing_seconds(journal, config(), folds, task, 2, small) == pytest.approx(one_run)
+    # and, before it, the time run over its members' kept models (engine/evaluation/latency.py)
+    timing = COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * 10 + 2 * TIME_SECONDS
+    assert time_run_seconds(list(small.values())) == pytest.approx(timing)
+    assert closing_seconds(journal, config(), folds, task, 2, small) == pytest.approx(
+        one_run + timing)
     # 236.5 MiB over five folds (README command 1, six members): more than one run may hand
     # back, so two runs side by side, or one after the other on one executor.
     big = {"000000000003": [24 * mib] * 5, "000000000002": [23 * mib] * 5}
     assert compose_runs(list(big.values())) == [[0, 1, 2], [3, 4]]
+    timing = time_run_seconds(list(big.values()))
     assert closing_seconds(journal, config(), folds, task, 2, big) == pytest.approx(
-        COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * 235)
+        COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * 235 + timing)
     assert closing_seconds(journal, config(), folds, task, 1, big) == pytest.approx(
-        2 * COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * 235)
-    # A member not kept, or a fold too big for any run: the members are fitted again.
+        2 * COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * 235 + timing)
+    # A member not kept, or a fold too big for any run: the members are fitted again (and the
+    # kept ones timed).
     fitted = SAVE_SHARE * 80.0 * 3 / 5
-    assert closing_seconds(journal, config(), folds, task, 2,
-                           {"000000000003": [mib] * 5}) == pytest.approx(fitted)
+    one = {"000000000003": [mib] * 5}
+    assert closing_seconds(journal, config(), folds, task, 2, one) == pytest.approx(
+        fitted + time_run_seconds([[mib] * 5]))
     huge = {**small, "000000000002": [SUBMISSION_CAP] * 5}
-    assert closing_seconds(journal, config(), folds, task, 2, huge) == pytest.approx(fitted)
+    assert closing_seconds(journal, config(), folds, task, 2, huge) == pytest.approx(
+        min(fitted + time_run_seconds(list(huge.values())), MAX_CLOSING_SHARE * config().budget))
 
 
 def test_the_saved_fits_run_in_rounds_of_the_executors(task: PreparedTask) -> None:

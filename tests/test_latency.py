@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.latency import BIG_ROWS, main, report, way
+from benchmarks.latency import BIG_ROWS, answers, main, report, way
 from tests.test_outputs import scripted_run
 
 
@@ -47,3 +47,7 @@ def test_the_benchmark_times_each_way_on_a_finished_run(
         assert 0 < record["p50_one"] <= record["p99_one"] and record["cold_big"] > 0
     assert "skipped" in results["ways"]["autogluon (TabularPredictor.predict)"]
     assert f"{BIG_ROWS:,} rows, warm" in (tmp_path / "out" / "report.md").read_text()
+    # --answers: one row a run, with the load().predict p50 of its answer
+    (header, _, row) = answers([run, run], 2).splitlines()[:3]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == run.name and float(cells[5]) > 0 and "p50" in header

@@ -11,7 +11,7 @@ that would be the answer now, and the search stops that much before the budget e
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -28,6 +28,13 @@ from engine.deploy.saved_model import (
     training_inputs,
 )
 from engine.evaluation.folds import HOLDOUT, Folds, dev_labels, make_folds
+from engine.evaluation.latency import (
+    ONE_ROW_MS,
+    Timings,
+    measured_within,
+    time_models,
+    within_limit,
+)
 from engine.evaluation.scoring import SubmissionError, score
 from engine.evaluation.select import (
     CV_FOLDS,
@@ -40,9 +47,10 @@ from engine.evaluation.select import (
     select_by_cv,
     select_confirmed,
 )
-from engine.evaluation.selection import Comparison, Refit, Selection
+from engine.evaluation.selection import Comparison, Latency, Refit, Selection
 from engine.records.store import RunStore
 from engine.task.prepare import PreparedTask
+from operators.fitted import TIME_SECONDS, fitted_objects
 from operators.kinds.ensemble import weighted_members
 from sandbox import Limits
 from search.journal import Journal
@@ -78,61 +86,150 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
     def kept_valid(node_id: str) -> bytes | None:
         return store.read_predictions(node_id, "valid")
 
-    if config.select == "cv":
-        console.print(f"selecting the final best by {CV_FOLDS}-fold cross-validation of the "
-                      f"top {CV_TOP_K} nodes on train+valid", markup=False)
-        comparison = select_by_cv(task, journal, run_all, seed=config.seed, limits=limits)
-    elif config.select == "confirmed":
-        comparison = select_confirmed(task, journal, kept_valid, seed=config.seed,
-                                      truth=held_out_labels)
-    else:
-        comparison = Comparison(best.node_id, best.node_id)
-    winner, note = comparison.winner or best.node_id, ""
-    node = journal.get(winner)
-    valid, test = store.read_predictions(winner, "valid"), store.read_predictions(winner, "test")
-    if valid is None and winner != best.node_id:
-        # A run stored before predictions were kept: run the winner again for its files.
-        result = run(node.code, task.inputs(), limits)
-        if result.status == "ok":
-            valid, test = result.valid_csv, result.test_csv
-        else:
-            note = (f"the chosen node {winner} failed when re-run ({result.error}): the best "
-                    "valid score")
-            winner, node = best.node_id, best
-    fitted, refit = None, None
-    rows = refit_rows(task, journal, node, folds, seconds_left)
-    if valid is not None and config.save_model:
-        fitted = saved_answer(store.root / "best", winner)
-        if fitted is not None:
-            console.print("the answer is the one already saved: its fitted models are kept",
-                          markup=False)
-        else:
-            fitted = (kept_model(store, task, node, folds, run_all, limits, console)
-                      or fit_model(task, node, folds, run_all, limits, console, rows))
-    if valid is not None and folds is not None and folds.k == HOLDOUT:
-        # Scored on the holdout, the answer learned from train alone: it learns once more
-        # from every train + valid row, and that is what best/ ships and the summary scores
-        # (the saved model's fit is that refit, when there is one).
-        if fitted is not None and fitted.test_csvs:
-            test, refit = fitted.test_csvs[0], Refit(score(task, fitted.test_csvs[0], "test"),
-                                                     rows=rows)
-        elif fitted is not None and folds.sampled:  # its one refit failed: no second
-            refit = Refit(error=f"the refit failed ({fitted.record.get('reason')}); best/ "
-                                "holds the answer fitted on the search's sample")
-        else:
-            test, refit = refit_answer(task, node, run, limits, test, rows)
-    if valid is not None:
-        store.write_best(node, valid, test)
-        if fitted is not None:
-            keep(store.root / "best", fitted)
+    def decide(among: Journal) -> Comparison:
+        """The rule's choice among `among`'s eligible nodes."""
+        if config.select == "cv":
+            console.print(f"selecting the final best by {CV_FOLDS}-fold cross-validation of "
+                          f"the top {CV_TOP_K} nodes on train+valid", markup=False)
+            return select_by_cv(task, among, run_all, seed=config.seed, limits=limits)
+        if config.select == "confirmed":
+            return select_confirmed(task, among, kept_valid, seed=config.seed,
+                                    truth=held_out_labels)
+        top = among.best()
+        return Comparison(top.node_id if top else None, top.node_id if top else None)
+
+    comparison = decide(journal)
+    limit = one_row_limit(config)
+    members = {n.node_id: answer_members(n) for n in journal.eligible_nodes}
+    first = comparison.winner or best.node_id
+    # The choice's members first; every kept node only when the choice is over the limit.
+    timings = (kept_timings(store, task, journal, members.get(first, []), run, limits)
+               if config.save_model else None)
+    held_back: tuple[tuple[str, float], ...] = ()
+    none_fit = False
+    if timings is not None and (timings.answer_ms(members.get(first, [])) or 0.0) > limit:
+        timings = kept_timings(store, task, journal, store.kept_fold_models(), run,
+                               limits) or timings
+        among, fastest = within_limit(journal, first, members, timings, limit)
+        if among is not journal:
+            held_back = ((first, timings.answer_ms(members[first]) or 0.0),)
+            none_fit, best = fastest is not None, among.best() or best
+            comparison = (Comparison(fastest, comparison.search_best) if fastest is not None
+                          else decide(among))
+
+    def hand_over(winner: str, best: Node) -> tuple[str, Node, str, FittedAnswer | None,
+                                                     Refit | None]:
+        """Put `winner` in best/ (its predictions, its saved model, the holdout's refit): the
+        node it ended as (`best` when a re-run failed), why, its fits and its refit."""
+        node, note = journal.get(winner), ""
+        valid = store.read_predictions(winner, "valid")
+        test = store.read_predictions(winner, "test")
+        if valid is None and winner != best.node_id:
+            # A run stored before predictions were kept: run the winner again for its files.
+            result = run(node.code, task.inputs(), limits)
+            if result.status == "ok":
+                valid, test = result.valid_csv, result.test_csv
+            else:
+                note = (f"the chosen node {winner} failed when re-run ({result.error}): the "
+                        "best valid score")
+                winner, node = best.node_id, best
+        fitted, refit = None, None
+        rows = refit_rows(task, journal, node, folds, seconds_left)
+        if valid is not None and config.save_model:
+            fitted = saved_answer(store.root / "best", winner)
+            if fitted is not None:
+                console.print("the answer is the one already saved: its fitted models are "
+                              "kept", markup=False)
+            else:
+                fitted = (kept_model(store, task, node, folds, run_all, limits, console)
+                          or fit_model(task, node, folds, run_all, limits, console, rows))
+        if valid is not None and folds is not None and folds.k == HOLDOUT:
+            # Scored on the holdout, the answer learned from train alone: it learns once more
+            # from every train + valid row, and that is what best/ ships and the summary
+            # scores (the saved model's fit is that refit, when there is one).
+            if fitted is not None and fitted.test_csvs:
+                test, refit = fitted.test_csvs[0], Refit(
+                    score(task, fitted.test_csvs[0], "test"), rows=rows)
+            elif fitted is not None and folds.sampled:  # its one refit failed: no second
+                refit = Refit(error=f"the refit failed ({fitted.record.get('reason')}); best/ "
+                                    "holds the answer fitted on the search's sample")
+            else:
+                test, refit = refit_answer(task, node, run, limits, test, rows)
+        if valid is not None:
+            store.write_best(node, valid, test)
+            if fitted is not None:
+                keep(store.root / "best", fitted)
+        return winner, node, note, fitted, refit
+
+    winner, node, note, fitted, refit = hand_over(comparison.winner or best.node_id, best)
+    measured = answer_timings(task, node, timings, fitted, run, limits)
+    ms = answer_latency(node, measured)[0]
+    if ms is not None and ms > limit and not held_back and not none_fit:
+        # Timed only once saved (no kept fold models of its own, too big to keep): the next
+        # best answer that was timed within the limit, when there is one.
+        timings = kept_timings(store, task, journal, store.kept_fold_models(), run, limits)
+        fits = measured_within(journal, members, timings, limit) if timings else None
+        if fits is not None and (top := fits.best()) is not None:
+            held_back, comparison = ((winner, ms),), decide(fits)
+            winner, node, note, fitted, refit = hand_over(comparison.winner or top.node_id,
+                                                          top)
+            measured = answer_timings(task, node, timings, fitted, run, limits)
     journal.choose(winner)
+    latency = Latency(limit, *answer_latency(node, measured), held_back=held_back,
+                      none_fit=none_fit)
+    if measured is not None:
+        console.print(f"the answer's {latency.text()}", markup=False)
     return Selection(
         config.select, METHODS[config.select], winner, node.operator.value, comparison,
         note=note, refit=refit, model=fitted.record if fitted is not None else None,
+        latency=latency,
         # an ensemble: its valid score scored the weights it chose
         cross_fitted_raw=cross_fitted_score(task, node, kept_valid, held_out_labels,
                                             plan.groups(config.seed)),
     ).with_tests(tests)
+
+
+def one_row_limit(config: RunConfig) -> float:
+    """The one-row latency the answer is held to: the stated per-row limit, else ONE_ROW_MS."""
+    stated = config.max_predict_ms_per_row
+    return ONE_ROW_MS if stated is None else stated
+
+
+def kept_timings(store: RunStore, task: PreparedTask, journal: Journal, ids: Iterable[str],
+                 run: Runner, limits: Any) -> Timings | None:
+    """The fold models the search kept of the nodes `ids` (the answer's candidates and their
+    members), each node's timed on one row in one sandbox run; None when none are kept."""
+    groups = {i: states for i in ids if i in journal and (states := store.read_fold_models(i))}
+    code = next((journal.get(i).code for i in groups), "")
+    return time_models(task, code, groups, run, limits)
+
+
+def answer_timings(task: PreparedTask, node: Node, timings: Timings | None,
+                   fitted: FittedAnswer | None, run: Runner, limits: Any) -> Timings | None:
+    """What times the answer: the kept models' timings when they hold every member of it,
+    else its saved fitted models timed now (a holdout run's, a refitted answer's); None
+    when neither can (nothing saved, or a replay's fits)."""
+    if timings is not None and timings.answer_ms(answer_members(node)) is not None:
+        return timings
+    if fitted is None or not fitted.states or not fitted_objects(fitted.states):
+        return None
+    return time_models(task, node.code, {node.node_id: fitted.states}, run, limits)
+
+
+def answer_latency(node: Node, timings: Timings | None
+                   ) -> tuple[float | None, float | None, tuple[tuple[str, float], ...]]:
+    """The answer's one-row ms, a request's own, and each member's models (its own models
+    when it is not an ensemble, or its members could not be told apart)."""
+    if timings is None:
+        return None, None, ()
+    ids = answer_members(node)
+    if timings.answer_ms(ids) is not None:
+        return (timings.answer_ms(ids), timings.request_ms,
+                tuple((i, timings.models_ms[i]) for i in ids))
+    own = timings.members_ms.get(node.node_id, ())
+    parts = (tuple(zip(ids, own, strict=True)) if len(own) == len(ids) else
+             ((node.node_id, timings.models_ms[node.node_id]),))
+    return timings.answer_ms([node.node_id]), timings.request_ms, parts
 
 
 def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
@@ -175,6 +272,8 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
         seconds += SAVE_SHARE * _scoring_seconds(journal, best) * per_fit * rounds
     elif holdout:  # nothing saved: the refit alone
         seconds += _scoring_seconds(journal, best) * per_fit
+    if config.save_model and not holdout and sizes:
+        seconds += time_run_seconds(sizes)
     if config.select == "cv":
         # Every fold of each top node side by side, dealt to the executors in turn: the
         # busiest executor's share.
@@ -182,6 +281,15 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
                 for n in distinct_best(journal.eligible_nodes)[:CV_TOP_K] for _ in range(CV_FOLDS)]
         seconds += max(sum(runs[i::slots]) for i in range(slots))
     return min(seconds, MAX_CLOSING_SHARE * config.budget)
+
+
+def time_run_seconds(sizes: Sequence[Sequence[int]]) -> float:
+    """The time run over the kept fold models of the answer's members (`kept_timings`; the
+    bytes of each member's in fold order): a sandbox start and imports, the unpickling, and
+    at most about TIME_SECONDS of calls a member. A second run over every kept node, when
+    the answer is over the limit, is not kept back for."""
+    megabytes = sum(map(sum, sizes)) / 2**20
+    return COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * megabytes + TIME_SECONDS * len(sizes)
 
 
 def _scoring_seconds(journal: Journal, node: Node) -> float:

@@ -97,6 +97,50 @@ class Refit:
 
 
 @dataclass(frozen=True, slots=True)
+class Latency:
+    """The answer's warm one-row latency against the limit (engine/evaluation/latency.py):
+    a request's own work plus each member's models, in ms, and the nodes the rule chose
+    first that were over the limit, in the order it chose them."""
+
+    limit_ms: float
+    answer_ms: float | None = None  # None: not measured (no fitted models to time)
+    request_ms: float | None = None
+    members: tuple[tuple[str, float], ...] = ()  # (member, its models on one row)
+    held_back: tuple[tuple[str, float], ...] = ()  # (node, its one-row ms) over the limit
+    none_fit: bool = False  # no measured node fitted: the fastest was taken
+
+    def text(self) -> str:
+        """One line: the answer's one-row p50 and what it is made of."""
+        if self.answer_ms is None:
+            return f"one row: not measured (limit {self.limit_ms:g} ms)"
+        over = f", over the {self.limit_ms:g} ms limit" if self.answer_ms > self.limit_ms else ""
+        parts = ", ".join(f"{node} {ms:.1f}" for node, ms in self.members)
+        return (f"one row {self.answer_ms:.1f} ms p50 warm{over} (request {self.request_ms:.1f}"
+                f" + models {parts} ms)")
+
+    def change(self) -> str:
+        """What the limit changed, in words ("" when nothing)."""
+        if not self.held_back:
+            return ""
+        slow = ", ".join(f"{node} ({ms:.0f} ms)" for node, ms in self.held_back)
+        if self.none_fit:
+            return (f"no measured node predicts one row within {self.limit_ms:g} ms "
+                    f"({slow} chosen first): the fastest is taken")
+        return f"held back by the {self.limit_ms:g} ms one-row limit: {slow}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"limit_ms": self.limit_ms, "answer_ms": self.answer_ms,
+                "request_ms": self.request_ms, "members": dict(self.members),
+                "held_back": dict(self.held_back), "none_fit": self.none_fit}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Latency:
+        return cls(float(raw["limit_ms"]), raw.get("answer_ms"), raw.get("request_ms"),
+                   tuple((raw.get("members") or {}).items()),
+                   tuple((raw.get("held_back") or {}).items()), bool(raw.get("none_fit")))
+
+
+@dataclass(frozen=True, slots=True)
 class Selection:
     """The run's answer and why: its node, the rule, what the rule compared, and what became
     of the answer after it was chosen."""
@@ -111,6 +155,7 @@ class Selection:
     refit: Refit | None = None
     # the saved model's record (engine/deploy/saved_model.py: saved, or why not)
     model: Mapping[str, Any] | None = None
+    latency: Latency | None = None  # None: a run stored before it, or nothing to time
 
     @property
     def candidates(self) -> tuple[Candidate, ...]:
@@ -137,6 +182,10 @@ class Selection:
 
     def reason(self) -> str:
         """Why the answer is the answer, in one sentence."""
+        change = self.latency.change() if self.latency is not None else ""
+        return f"{change}; {self._rule_reason()}" if change else self._rule_reason()
+
+    def _rule_reason(self) -> str:
         comparison = self.comparison
         if self.node_id is None:
             return "no node was eligible"
@@ -197,6 +246,8 @@ class Selection:
                             if not self.refit.error else {"error": self.refit.error})
         if self.model is not None:
             out["model"] = dict(self.model)
+        if self.latency is not None:
+            out["latency"] = self.latency.to_json()
         return out
 
     @classmethod
@@ -234,7 +285,8 @@ class Selection:
                    refit=None if not isinstance(refit, Mapping) else Refit(
                        refit.get("test_raw"), str(refit.get("error") or ""),
                        refit.get("rows")),
-                   model=raw.get("model"))
+                   model=raw.get("model"),
+                   latency=Latency.from_json(raw["latency"]) if raw.get("latency") else None)
 
 
 def _old_rule(method: str) -> str:

@@ -185,7 +185,9 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
             if facts.get("refit") else " (")
          + "reported only, never searched)"),
         # the answer's own rows stay together, so 'its' never reads as the unchosen best's
-        *([("its cost", cost(best))] if best else []),
+        *([("its cost", cost(best) + (f"; {selection.latency.text()}"
+                                      if selection and selection.latency else ""))]
+          if best else []),
         *([(f"best valid {metric}", f"{_fmt(top.metric_raw)} (node {top.node_id}, "
             f"{top.operator.value}): not the answer, see Final selection")]
           if best and (top := journal.best()) and top is not best else []),

@@ -1,0 +1,140 @@
+"""The answer's warm one-row latency, and the limit the final selection keeps it under.
+
+A served request (`engine.predict`'s session, `load().predict`) predicts its rows with every
+saved model of the answer: a k-fold run's k fold models, each of an ensemble's members in
+each. So the answer's one-row latency is a request's own work (reading its CSV, writing the
+reply) plus, for each member, the time of its k fold models on one row. Both are measured at
+the final selection in a sandbox run over the fold models the search kept (`time_models`: the
+median of warm calls; operators/fitted.py TIME): the chosen answer's members first, every kept
+node only when it is over the limit; trials measure nothing more. The session's pipe and the
+engine's reading of the reply are not in it (`load().predict` against it:
+benchmarks/results/latency-limit-2026-12-07).
+
+The limit is the run's `max_predict_ms_per_row` when one is stated (the one fact "a row's
+prediction takes at most this"; the search checks it per row of a batch, the selection on one
+row alone), else ONE_ROW_MS. When the rule's choice is over it, the rule chooses again
+among the nodes measured within it (`within_limit`): an ensemble with a slow member gives way
+to the next best answer that fits, often an ensemble of fewer or faster members; when no
+measured node fits, the fastest is taken. A choice without kept fold models to time (every
+node of a holdout run, an LLM-written script, fold models too big to keep) is timed once
+saved; over the limit, it gives way to the best node measured within it (`measured_within`),
+saved in its place, when there is one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from engine.evaluation.select import Runner
+from engine.task.prepare import PreparedTask, csv_bytes
+from operators.fitted import KEPT_PREFIX, LATENCY_MARK, SOLUTION_FILE, TIME, fitted_wrapper
+from sandbox import Limits
+from search.journal import Journal
+from search.node import Node
+
+# AutoGluon's `infer_limit` is the anchor; 20 ms keeps a warm one-row prediction interactive,
+# and the floor's ensembles of forests reached 60 to 250 ms (benchmarks/results/
+# latency-limit-2026-12-07).
+ONE_ROW_MS = 20.0
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    """What a time run measured, in ms: a request's own work, and each group's models (a
+    node's fold models) on one row, with an ensemble's members each (`members`)."""
+
+    request_ms: float
+    models_ms: dict[str, float] = field(default_factory=dict)
+    members_ms: dict[str, tuple[float, ...]] = field(default_factory=dict)
+
+    def answer_ms(self, members: Iterable[str]) -> float | None:
+        """One warm request of an answer made of `members`' models (a node alone: itself);
+        None when one of them was not measured."""
+        ids = list(members)
+        if not ids or any(i not in self.models_ms for i in ids):
+            return None
+        return self.request_ms + sum(self.models_ms[i] for i in ids)
+
+
+def read_timings(stdout: str, names: list[str]) -> Timings | None:
+    """A time run's line, its groups named by `names` in order; None without a whole one."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(LATENCY_MARK):
+            try:
+                data = json.loads(line[len(LATENCY_MARK):])
+                groups = data["groups"]
+                if len(groups) != len(names):
+                    return None
+                return Timings(float(data["request_ms"]),
+                               {n: float(g["ms"]) for n, g in zip(names, groups, strict=True)},
+                               {n: tuple(map(float, g["members"]))
+                                for n, g in zip(names, groups, strict=True) if "members" in g})
+            except (ValueError, KeyError, TypeError):
+                return None
+    return None
+
+
+def time_inputs(task: PreparedTask, code: str,
+                groups: Mapping[str, list[bytes]]) -> dict[str, bytes]:
+    """The input/ folder of a time run: `code` (engine-written make_model() code, loaded as
+    the models' module), one test row, and each group's pickled fitted models."""
+    inputs = {SOLUTION_FILE: code.encode("utf-8"), "test.csv": csv_bytes(task.test_X.head(1))}
+    for group, states in enumerate(groups.values()):
+        inputs |= {f"{KEPT_PREFIX}-{group}-{index}.pkl": state
+                   for index, state in enumerate(states)}
+    return inputs
+
+
+def time_models(task: PreparedTask, code: str, groups: Mapping[str, list[bytes]], run: Runner,
+                limits: Limits) -> Timings | None:
+    """Each group's fitted models (name to pickled fitted make_model()s) timed on one test row
+    in one sandbox run, `code` their module; None when the run fails or measures nothing."""
+    if not groups:
+        return None
+    result = run(fitted_wrapper(TIME), time_inputs(task, code, groups), limits)
+    if result.status != "ok":
+        return None
+    return read_timings(result.stdout_tail, list(groups))
+
+
+def over_limit(nodes: Iterable[Node], members: Mapping[str, list[str]], timings: Timings,
+               limit_ms: float) -> dict[str, float]:
+    """The nodes whose measured one-row latency is over `limit_ms`, with it; `members` gives
+    each node's members (a node alone: itself)."""
+    out = {}
+    for node in nodes:
+        ms = timings.answer_ms(members.get(node.node_id, ()))
+        if ms is not None and ms > limit_ms:
+            out[node.node_id] = ms
+    return out
+
+
+def fastest(nodes: Iterable[Node], members: Mapping[str, list[str]],
+            timings: Timings) -> str | None:
+    """The measured node with the lowest one-row latency (the best valid among equals)."""
+    measured = [(ms, -(n.metric or 0.0), n.step, n.node_id) for n in nodes
+                if (ms := timings.answer_ms(members.get(n.node_id, ()))) is not None]
+    return min(measured)[3] if measured else None
+
+
+def within_limit(journal: Journal, chosen: str, members: Mapping[str, list[str]],
+                 timings: Timings, limit_ms: float) -> tuple[Journal, str | None]:
+    """What the rule chooses among once its choice `chosen` is measured over `limit_ms`: the
+    journal with only the nodes measured within it eligible (one not measured is not known
+    to fit), and, when there are none, the fastest measured node (else None). `journal`
+    itself and None when `chosen` fits or was not measured."""
+    nodes = journal.eligible_nodes
+    if chosen not in over_limit(nodes, members, timings, limit_ms):
+        return journal, None
+    among = measured_within(journal, members, timings, limit_ms)
+    return among, None if among.best() is not None else fastest(nodes, members, timings)
+
+
+def measured_within(journal: Journal, members: Mapping[str, list[str]], timings: Timings,
+                    limit_ms: float) -> Journal:
+    """The journal with only the nodes measured within `limit_ms` eligible."""
+    return journal.without(
+        n.node_id for n in journal.eligible_nodes
+        if (ms := timings.answer_ms(members.get(n.node_id, ()))) is None or ms > limit_ms)
