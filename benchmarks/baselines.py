@@ -40,7 +40,7 @@ from common.metric import label_str
 from engine.evaluation.folds import fold_splitter
 from engine.evaluation.scoring import score
 from engine.task.prepare import PreparedTask
-from operators.harness import PREPARE_SOURCE
+from operators.prepare_source import PREPARE_SOURCE
 from search.node import PROBA_PREFIX
 
 Frames = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]

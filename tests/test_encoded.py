@@ -28,7 +28,7 @@ from sklearn.ensemble import (
 )
 from sklearn.linear_model import Ridge
 
-from operators.harness import PREPARE_SOURCE
+from operators.prepare_source import PREPARE_SOURCE
 
 NAMESPACE: dict[str, Any] = {"np": np, "pd": pd, "re": re}
 exec(compile(PREPARE_SOURCE, "<harness prepare>", "exec"), NAMESPACE)

@@ -16,8 +16,9 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from operators.context import TaskContext
-from operators.harness import PREPARE_SOURCE, assemble
+from operators.harness import assemble
 from operators.models import model_code
+from operators.prepare_source import PREPARE_SOURCE
 from sandbox import Limits, run_script
 from search.families import (
     FAMILIES,

@@ -26,10 +26,10 @@ from operators.features import (
     without_columns,
     without_text_arithmetic,
 )
-from operators.harness import PREPARE_SOURCE
 from operators.kinds import kind_of
 from operators.kinds.features import STOP
 from operators.models import model_code
+from operators.prepare_source import PREPARE_SOURCE
 from search.journal import Journal
 from search.node import Node, Operator, Status
 from search.policy import Proposal
