@@ -186,6 +186,19 @@ def _treeml_predict_into(module, models, sources, out):
         stacked.to_csv(_treeml_os.path.join(out, name), index=False)
 
 
+def _treeml_kept_groups():
+    # The kept models of input/__KEPT__-<group>-<model>.pkl, a list per group in order (a
+    # node's, or an ensemble member's, fold models); read after the module that unpickles them.
+    groups = []
+    while _treeml_os.path.exists(f"input/__KEPT__-{len(groups)}-0.pkl"):
+        models = []
+        while _treeml_os.path.exists(path := f"input/__KEPT__-{len(groups)}-{len(models)}.pkl"):
+            with open(path, "rb") as file:
+                models.append(_treeml_pickle.loads(file.read()[len(__MAGIC__):]))
+        groups.append(models)
+    return groups
+
+
 _treeml_model_form = any(isinstance(node, _treeml_ast.FunctionDef) and node.name == "make_model"
                          for node in _treeml_ast.parse(_treeml_source).body)
 
@@ -233,15 +246,7 @@ elif _TREEML_MODE == "compose":
     # fold models (FOLDS_MAGIC).
     _treeml_builtins.__import__ = _treeml_import
     _treeml_solution = _treeml_module()
-    _treeml_members = []
-    while _treeml_os.path.exists(f"input/__KEPT__-{len(_treeml_members)}-0.pkl"):
-        _treeml_folds = []
-        while _treeml_os.path.exists(_treeml_path := f"input/__KEPT__-"
-                                     f"{len(_treeml_members)}-{len(_treeml_folds)}.pkl"):
-            with open(_treeml_path, "rb") as _treeml_file:
-                _treeml_folds.append(_treeml_pickle.loads(
-                    _treeml_file.read()[len(__MAGIC__):]))
-        _treeml_members.append(_treeml_folds)
+    _treeml_members = _treeml_kept_groups()
     _treeml_predict_into(_treeml_solution, [m for folds in _treeml_members for m in folds],
                          (("test.csv", "test.csv"),), "submission")
     if hasattr(_treeml_solution, "Ensemble"):
@@ -264,15 +269,7 @@ elif _TREEML_MODE == "time":
 
     _treeml_builtins.__import__ = _treeml_import
     _treeml_solution = _treeml_module()
-    _treeml_groups = []
-    while _treeml_os.path.exists(f"input/__KEPT__-{len(_treeml_groups)}-0.pkl"):
-        _treeml_models_ = []
-        while _treeml_os.path.exists(_treeml_path := f"input/__KEPT__-"
-                                     f"{len(_treeml_groups)}-{len(_treeml_models_)}.pkl"):
-            with open(_treeml_path, "rb") as _treeml_file:
-                _treeml_models_.append(_treeml_pickle.loads(
-                    _treeml_file.read()[len(__MAGIC__):]))
-        _treeml_groups.append(_treeml_models_)
+    _treeml_groups = _treeml_kept_groups()
     import pandas as _treeml_pd
 
     _treeml_row = _treeml_pd.read_csv("input/test.csv").head(1)
