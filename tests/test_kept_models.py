@@ -11,8 +11,10 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -77,6 +79,23 @@ def scored(task: PreparedTask, folds: Folds, model: str) -> tuple[ExecResult, by
     return result, frame_csv(task, kept.test)
 
 
+def kept_members(task: PreparedTask, folds: Folds, members: Sequence[tuple[str, dict[str, Any]]]
+                 ) -> tuple[list[str], list[list[bytes]], list[bytes]]:
+    """Each (family, params) member's solution code, its kept fold models from an all-folds
+    scoring run, and its test predictions as its node keeps them."""
+    ctx = task_context(task, 0)
+    codes, states, tests = [], [], []
+    for family, params in members:
+        model = model_code(ctx, family, params)
+        result, test = scored(task, folds, model)
+        kept = fold_states(result.fitted)
+        assert kept is not None
+        codes.append(assemble(ctx, model))
+        states.append(kept)
+        tests.append(test)
+    return codes, states, tests
+
+
 def test_an_all_folds_run_keeps_one_fitted_model_per_fold(task: PreparedTask) -> None:
     ctx = task_context(task, 0)
     folds = make_folds(task, 3)
@@ -108,18 +127,9 @@ def test_fold_states_are_cut_apart_only_when_whole() -> None:
 def kept_ensemble(task: PreparedTask) -> tuple[str, list[list[bytes]], list[bytes]]:
     """An ensemble of MEMBERS weighted 3 to 1: its code, each member's kept fold models from
     an all-folds scoring run, and each member's test predictions as its node keeps them."""
-    ctx = task_context(task, 0)
-    folds = make_folds(task, 6)  # 2 members x 6 folds: 12 blocks, so block 10 follows 9
-    codes, states, tests = [], [], []
-    for family, params in MEMBERS:
-        model = model_code(ctx, family, params)
-        result, test = scored(task, folds, model)
-        kept = fold_states(result.fitted)
-        assert kept is not None
-        codes.append(assemble(ctx, model))
-        states.append(kept)
-        tests.append(test)
-    return ensemble_code(ctx, codes, WEIGHTS), states, tests
+    # 2 members x 6 folds: 12 blocks, so block 10 follows 9
+    codes, states, tests = kept_members(task, make_folds(task, 6), MEMBERS)
+    return ensemble_code(task_context(task, 0), codes, WEIGHTS), states, tests
 
 
 WEIGHTS = [3, 1]

@@ -26,16 +26,14 @@ from engine.evaluation.select import one_at_a_time
 from engine.evaluation.selection import Comparison, Latency, Selection
 from engine.search_run import task_context
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
-from operators.fitted import LATENCY_MARK, fold_states
-from operators.harness import assemble
+from operators.fitted import LATENCY_MARK
 from operators.kinds.ensemble import ensemble_code
-from operators.models import model_code
 from sandbox import run_script
 from search.journal import Journal
 from search.node import Node, Operator
 from tests.helpers import make_data, make_node
 from tests.test_fitted import LIMITS
-from tests.test_kept_models import scored
+from tests.test_kept_models import kept_members
 
 LIMIT = 20.0
 
@@ -124,18 +122,10 @@ def task(tmp_path_factory: pytest.TempPathFactory) -> PreparedTask:
 
 def test_kept_fold_models_and_a_composed_ensemble_are_timed_in_the_sandbox(
         task: PreparedTask) -> None:
-    ctx, folds = task_context(task, 0), make_folds(task, 3)
-    codes, states, tests = [], [], []
-    for family, params in (("lgbm", {"n_estimators": 20}),
-                           ("random_forest", {"n_estimators": 20, "max_features": 0.5,
-                                              "min_samples_leaf": 2})):
-        model = model_code(ctx, family, params)
-        result, test = scored(task, folds, model)
-        kept = fold_states(result.fitted)
-        assert kept is not None
-        codes.append(assemble(ctx, model))
-        states.append(kept)
-        tests.append(test)
+    ctx = task_context(task, 0)
+    codes, states, tests = kept_members(task, make_folds(task, 3), (
+        ("lgbm", {"n_estimators": 20}),
+        ("random_forest", {"n_estimators": 20, "max_features": 0.5, "min_samples_leaf": 2})))
     run = run_script
     timings = time_models(task, codes[0], {"lgbm": states[0], "forest": states[1]}, run,
                           LIMITS)
