@@ -55,16 +55,23 @@ def _never(*_: object, **__: object) -> None:
 @pytest.mark.parametrize("name", list(TARGETS))
 def test_lightgbm_predicts_through_its_booster_exactly_as_its_wrapper(name: str) -> None:
     kind, y = TARGETS[name]
-    model = kind(n_estimators=30, verbose=-1)
+    _predicts_as_its_own(kind(n_estimators=30, verbose=-1), y)  # through the booster alone
+
+
+def _predicts_as_its_own(model: Any, y: Any) -> tuple[Any, np.ndarray]:
+    """Asserts that `model` inside Encoded, fitted on ROWS, predicts NEW (and its
+    probabilities) bit for bit as the model's own methods, which it may no longer call; the
+    Encoded and the own predictions, for more checks."""
     encoded = Encoded(model).fit(ROWS, y)
     features = encoded.transform(NEW)
     expected = model.predict(features)
     proba = model.predict_proba(features) if hasattr(model, "classes_") else None
-    model.predict = model.predict_proba = _never  # the booster alone from here
+    model.predict = model.predict_proba = _never
     got = encoded.predict(NEW)
     assert got.dtype == expected.dtype and np.array_equal(got, expected)
     if proba is not None:
         assert np.array_equal(encoded.predict_proba(NEW), proba)
+    return encoded, expected
 
 
 FORESTS = {
@@ -79,16 +86,8 @@ FORESTS = {
 @pytest.mark.parametrize("name", list(FORESTS))
 def test_a_forest_predicts_through_its_trees_exactly_as_its_own_predict(name: str) -> None:
     kind, target = FORESTS[name]
-    model = kind(n_estimators=25, min_samples_leaf=3, random_state=0)
-    encoded = Encoded(model).fit(ROWS, TARGETS[target][1])
-    features = encoded.transform(NEW)
-    expected = model.predict(features)
-    proba = model.predict_proba(features) if hasattr(model, "classes_") else None
-    model.predict = model.predict_proba = _never  # the trees alone from here
-    got = encoded.predict(NEW)
-    assert got.dtype == expected.dtype and np.array_equal(got, expected)
-    if proba is not None:
-        assert np.array_equal(encoded.predict_proba(NEW), proba)
+    encoded, expected = _predicts_as_its_own(  # through the trees alone
+        kind(n_estimators=25, min_samples_leaf=3, random_state=0), TARGETS[target][1])
     assert np.array_equal(encoded.predict(NEW.head(1)), expected[:1])  # one row alone
 
 
