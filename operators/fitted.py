@@ -173,17 +173,31 @@ def _treeml_module():
 
 def _treeml_predict_into(module, models, sources, out):
     # Each source's rows predicted by every model: blocks with a `fold` column, as a replay
-    # writes them.
+    # writes them. Written by the csv module, the values as pandas' to_csv writes them
+    # (floats by repr, missing as empty): stacking frames and to_csv cost a served one-row
+    # request more than its reading (benchmarks/results/latency-ensemble-2026-12-07).
+    import csv as _treeml_csv
     import pandas as _treeml_pd
 
     _treeml_os.makedirs(out, exist_ok=True)
     for name, source in sources:
         rows = _treeml_pd.read_csv(_treeml_os.path.join("input", source))
-        stacked = _treeml_pd.concat(
-            [module._treeml_frame(module._treeml_predict(model, rows.copy()), len(rows),
-                                  source) for model in models], ignore_index=True)
-        stacked.insert(0, "fold", [i for i in range(len(models)) for _ in range(len(rows))])
-        stacked.to_csv(_treeml_os.path.join(out, name), index=False)
+        header, lines = None, []
+        for fold, model in enumerate(models):
+            frame = module._treeml_frame(module._treeml_predict(model, rows.copy()), len(rows),
+                                         source)
+            header = header or ["fold", *frame.columns]
+            columns = [[_treeml_cell(v) for v in frame[c].tolist()] for c in frame.columns]
+            lines.extend([fold, *values] for values in zip(*columns))
+        with open(_treeml_os.path.join(out, name), "w", newline="", encoding="utf-8") as file:
+            writer = _treeml_csv.writer(file, lineterminator="\\n")
+            writer.writerow(header)
+            writer.writerows(lines)
+
+
+def _treeml_cell(value):
+    # A missing value (NaN, None) is an empty field, as to_csv writes it.
+    return "" if value is None or value != value else value
 
 
 def _treeml_kept_groups():

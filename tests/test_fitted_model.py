@@ -124,3 +124,52 @@ def test_a_model_that_unpickles_differently_is_not_saved(task: PreparedTask,
     assert record["saved"] is False
     assert "unpickled model changed its test predictions" in record["reason"], record
     assert not (tmp_path / "model").exists()
+
+
+# Predictions that test how a reply is written: missing, subnormal, huge, repeating decimals.
+EDGE_VALUES = "[float('nan'), 5e-324, 1e20, 0.1, -3.0, 1 / 3, 123456789.123456789]"
+FIXED_MODEL = (
+    "class Fixed:\n"
+    "    def fit(self, X, y):\n"
+    "        return self\n\n"
+    "    def predict(self, X):\n"
+    f"        return np.resize(np.array({EDGE_VALUES}), len(X))\n\n"
+    "    def predict_proba(self, X):\n"
+    "        p = np.resize(np.array([0.1, 1 / 3, 1.0, 5e-324, 0.5, 0.25, 0.999]), len(X))\n"
+    "        return np.column_stack([1 - p, p])\n\n\n"
+    "def make_model():\n"
+    "    return Fixed()\n\n\n"
+    "def fit_predict(X, y, X_valid, X_test):\n"
+    "    model = make_model().fit(X, y)\n"
+    "    return (model.predict_proba(X_valid), model.predict_proba(X_test)) \\\n"
+    "        if 'LABELS' in globals() else (model.predict(X_valid), model.predict(X_test))\n"
+)
+
+
+@pytest.mark.parametrize("labels", [None, ("a,b", 'say "hi"')])
+def test_a_served_reply_is_written_as_pandas_writes_it(labels: tuple[str, str] | None,
+                                                       tmp_path: Path) -> None:
+    make_data(tmp_path / "d.csv", rows=120)
+    frame = pd.read_csv(tmp_path / "d.csv")
+    if labels is not None:  # text labels a CSV writer must quote
+        frame["y"] = np.where(frame["y"] > frame["y"].median(), *labels)
+    frame.to_csv(tmp_path / "e.csv", index=False)
+    task = prepare_task(TaskSpec(data=tmp_path / "e.csv", target="y",
+                                 metric=None if labels is None else "roc_auc"))
+    code = solution(task, FIXED_MODEL)
+    (tmp_path / "node.json").write_text(json.dumps({"node_id": "f1"}))
+    assert save_answer(tmp_path, task, "f1", code, make_folds(task, 2))["saved"] is True
+    states = saved_states(tmp_path)
+    assert states is not None and len(states) == 2
+    rows = task.test_X.head(7)
+    result = run_script(fitted_wrapper(LOAD), replay_inputs(
+        [b""] * 2, code, states, csv_bytes(rows)), LIMITS)
+    assert result.status == "ok", result.stderr_tail
+    # What the reply was before it was written by the csv module: pandas' frames, stacked.
+    one = pd.read_csv(io.BytesIO(run_script(code, {**training_inputs(task, None)[0],
+                                                   "test.csv": csv_bytes(rows)},
+                                            LIMITS).test_csv or b""))
+    assert len(one) == 7 and one.iloc[:, -1].isna().any() == (labels is None)
+    stacked = pd.concat([one, one], ignore_index=True)
+    stacked.insert(0, "fold", [0] * 7 + [1] * 7)
+    assert result.valid_csv == stacked.to_csv(index=False).encode()
