@@ -232,7 +232,7 @@ class SearchRun:
                 workers.lend_llm_cpus()
                 selection = select_final(store, self.task, journal, tests, config, self.console,
                                          workers.run_script, workers.run_scripts,
-                                         budget.seconds - budget.elapsed())
+                                         budget.seconds - budget.elapsed(), ctx=ctx)
                 store.drop_fold_models(set())  # best/model/ holds the answer's
                 spent = self._spent(before, stats, budget, interrupted, searched) | {
                     "peak_driver_bytes": peak_bytes(),

@@ -42,6 +42,22 @@ def test_two_errors_that_cancel_are_both_picked(regression: PreparedTask) -> Non
     assert submission_metric(regression, mixed, truth) == pytest.approx(0.0, abs=1e-9)
 
 
+def test_a_cost_budget_keeps_the_picked_members_within_it(regression: PreparedTask) -> None:
+    truth = regression.valid_y.reset_index(drop=True)
+    noise = np.random.default_rng(2).normal(0, 0.3, len(truth))
+    candidates = {"up": pd.DataFrame({"prediction": truth + 1.0 + noise}),
+                  "down": pd.DataFrame({"prediction": truth - 2.0 + noise}),
+                  "slow": pd.DataFrame({"prediction": truth + 0.01})}
+    costs = {"up": 3.0, "down": 4.0, "slow": 50.0}
+    # Unbounded, the near-exact slow node wins; within 8, the pair that cancels at 2 to 1,
+    # up paid for once (7, not 10); within 5, one of them alone; within 2, nothing.
+    assert select_weights(regression, candidates, truth) == {"slow": 1}
+    assert select_weights(regression, candidates, truth, costs=costs, budget=8.0) == {
+        "up": 2, "down": 1}
+    assert len(select_weights(regression, candidates, truth, costs=costs, budget=5.0)) == 1
+    assert select_weights(regression, candidates, truth, costs=costs, budget=2.0) == {}
+
+
 def test_the_best_single_model_alone_when_nothing_helps(regression: PreparedTask) -> None:
     truth = regression.valid_y.reset_index(drop=True)
     good = pd.DataFrame({"prediction": truth + 0.1})

@@ -8,11 +8,19 @@ measured: speed goals live in benchmarks/."""
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
+from rich.console import Console
 
-from engine.deploy.saved_model import compose_answer
-from engine.evaluation.folds import make_folds
+from engine.config import RunConfig
+from engine.deploy.saved_model import answer_members, compose_answer
+from engine.evaluation.blend import ensemble_selection
+from engine.evaluation.final import select_final
+from engine.evaluation.folds import dev_labels, make_folds
 from engine.evaluation.latency import (
     Timings,
     fastest,
@@ -22,13 +30,18 @@ from engine.evaluation.latency import (
     time_models,
     within_limit,
 )
+from engine.evaluation.scoring import HeldOut, submission_metric
 from engine.evaluation.select import one_at_a_time
 from engine.evaluation.selection import Comparison, Latency, Selection
+from engine.records.recorder import NodeRecorder
+from engine.records.store import RunStore
 from engine.search_run import task_context
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from operators.fitted import LATENCY_MARK
-from operators.kinds.ensemble import ensemble_code
-from sandbox import run_script
+from operators.harness import assemble
+from operators.kinds.ensemble import ensemble_code, ensemble_written
+from operators.models import model_code
+from sandbox import ExecResult, Limits, run_script
 from search.journal import Journal
 from search.node import Node, Operator
 from tests.helpers import make_data, make_node
@@ -93,11 +106,16 @@ def test_when_nothing_fits_the_fastest_is_taken() -> None:
 
 
 def test_the_record_says_the_one_row_latency_and_what_the_limit_changed() -> None:
-    latency = Latency(LIMIT, 8.0, 1.0, (("a", 3.0), ("c", 4.0)), held_back=(("e1", 34.0),))
+    latency = Latency(LIMIT, 8.0, 1.0, (("a", 3.0), ("c", 4.0)), held_back=(("e1", 34.0),),
+                      held_back_members=(("a", 3.0), ("b", 30.0)))
     assert latency.text() == "one row 8.0 ms p50 warm (request 1.0 + models a 3.0, c 4.0 ms)"
     selection = Selection("valid", "best valid score", "e2", "ensemble",
                           Comparison("e2", "e1"), latency=latency)
-    assert selection.reason().startswith("held back by the 20 ms one-row limit: e1 (34 ms); ")
+    # what made the held-back ensemble slow, its slowest member first
+    assert selection.reason().startswith(
+        "held back by the 20 ms one-row limit: e1 (34 ms: b 30.0, a 3.0); ")
+    alone = dataclasses.replace(latency, held_back_members=(("e1", 33.0),))
+    assert alone.change() == "held back by the 20 ms one-row limit: e1 (34 ms)"
     again = Selection.read({"selection": selection.to_json()})
     assert again is not None and again.latency == latency
     assert "fastest is taken" in dataclasses.replace(latency, none_fit=True).change()
@@ -139,3 +157,74 @@ def test_kept_fold_models_and_a_composed_ensemble_are_timed_in_the_sandbox(
     timed = time_models(task, code, {"e": composed.states}, run, LIMITS)
     assert timed is not None and len(timed.members_ms["e"]) == 2
     assert all(ms > 0 for ms in timed.members_ms["e"])
+
+
+def test_a_held_back_ensemble_gives_way_to_one_made_within_the_limit(
+        task: PreparedTask, tmp_path: Path) -> None:
+    # `up` and `down` cancel, and `down` is slow: the search's ensemble of them is over the
+    # limit; `flat` cancels `up` less well but fits beside it. The selection makes and chooses
+    # the ensemble of up and flat, stores it as a node, and says what held the first back.
+    up, down, flat = "0000000000a1", "0000000000b2", "0000000000c3"  # ids a plan names
+    ctx = task_context(task, 0)
+    truth = dev_labels(task).iloc[make_folds(task, 1).held_out].reset_index(drop=True)
+    noise = np.random.default_rng(0).normal(0, 0.2, len(truth))
+    frames = {"base": truth * 0 + truth.mean(), up: truth + 1.0 + noise,
+              down: truth - 1.0 - noise, flat: truth - 1.0}
+    code = assemble(ctx, model_code(ctx, "lgbm", {"n_estimators": 5}))
+    nodes = [node("base", 0.0, Operator.BASELINE, 0)] + [
+        dataclasses.replace(node(i, 0.0, step=s), code=code + f"# {i}\n")
+        for s, i in enumerate((up, down, flat), start=1)]
+    held = {n.node_id: HeldOut(pd.DataFrame({"prediction": frames[n.node_id]}),
+                               task.test_X[[]].assign(prediction=0.0).reset_index(drop=True),
+                               0.0, 0.0) for n in nodes}
+    weights, both = ensemble_selection(task, {i: held[i] for i in (up, down)}, truth)
+    assert both is not None and set(weights) == {up, down}
+    members = [n for n in nodes if n.node_id in weights]
+    blended = make_node("e1", up, operator=Operator.ENSEMBLE, step=4)
+    blended = dataclasses.replace(blended, plan=ensemble_written(ctx, members, weights, 2).plan,
+                                  code=ensemble_written(ctx, members, weights, 2).code)
+    store = RunStore.create(tmp_path / "runs", task, {"config": {}})  # no folds: the holdout
+    journal = Journal()
+    recorder = NodeRecorder(store, task, journal)
+    for n in nodes:
+        n = dataclasses.replace(n, metric=-submission_metric(task, held[n.node_id].valid, truth),
+                                metric_raw=submission_metric(task, held[n.node_id].valid, truth))
+        recorder.record(n, 0.0, held[n.node_id], None)
+        store.keep_fold_models(n.node_id, [n.node_id.encode()])
+    recorder.record(dataclasses.replace(blended, metric=-both.valid_raw,
+                                        metric_raw=both.valid_raw), 0.0, both, None)
+    assert journal.best() is not None and journal.best().node_id == "e1"
+    planted = {"base": 25.0, up: 3.0, down: 30.0, flat: 4.0}
+
+    def run(script: str, inputs: dict[str, bytes], limits: Limits) -> ExecResult:
+        if "'time'" not in script:  # composing the answer: not saved, as a failed run
+            return ExecResult("error", 1, "", "", 0.0, None, None, "no", "rlimits")
+        groups = sorted(name for name in inputs if name.endswith("-0.pkl"))
+        ms = [{"ms": planted[inputs[f"kept-{g}-0.pkl"].decode()]} for g in range(len(groups))]
+        line = LATENCY_MARK + json.dumps({"request_ms": 1.0, "groups": ms})
+        return ExecResult("ok", 0, line, "", 0.0, None, None, "", "rlimits")
+
+    tests: dict[str, float | None] = {}
+    record = select_final(store, task, journal, tests, RunConfig(select="valid"),
+                          Console(quiet=True), run, one_at_a_time(run), ctx=ctx)
+    made = journal.get(record.node_id or "")
+    assert made.operator is Operator.ENSEMBLE and set(answer_members(made)) == {up, flat}
+    assert "within the 20 ms one-row limit" in made.plan and made.node_id in tests
+    assert (made.metric or 0.0) > max(journal.get(i).metric or 0.0 for i in (up, flat))
+    assert store.read_predictions(made.node_id, "valid") is not None
+    assert any(row["node_id"] == made.node_id for row in store.read_rows())
+    assert record.latency is not None and record.latency.held_back == (("e1", 34.0),)
+    assert record.latency.answer_ms == pytest.approx(8.0)
+    assert record.latency.change().startswith(
+        f"held back by the 20 ms one-row limit: e1 (34 ms: {down} 30.0, {up} 3.0)")
+    # Without the search's context nothing is made: the next best that fits, as before; and
+    # nothing when no two fit together (3 + 17 ms beside a request's 1 is over 20).
+    journal = Journal([n for n in journal if n.node_id != made.node_id])
+    again = select_final(store, task, journal, {}, RunConfig(select="valid"),
+                         Console(quiet=True), run, one_at_a_time(run))
+    assert again.node_id in {up, flat}
+    planted[flat] = 17.0
+    journal = Journal([n for n in journal if n.node_id != made.node_id])
+    alone = select_final(store, task, journal, {}, RunConfig(select="valid"),
+                         Console(quiet=True), run, one_at_a_time(run), ctx=ctx)
+    assert alone.node_id in {up, flat} and len(journal) == 5

@@ -85,11 +85,15 @@ def blend_scorer(task: PreparedTask, like: pd.DataFrame,
 
 
 def select_weights(task: PreparedTask, candidates: Mapping[str, pd.DataFrame],
-                   truth: pd.Series, size: int = SIZE) -> dict[str, int]:
+                   truth: pd.Series, size: int = SIZE,
+                   costs: Mapping[str, float] | None = None,
+                   budget: float = float("inf")) -> dict[str, int]:
     """How often each candidate (node id -> checked held-out predictions) is picked; only
-    the picked ones appear. Empty without candidates."""
+    the picked ones appear. Empty without candidates. With `costs`, a round picks only a
+    candidate that keeps the picked ones' summed cost within `budget` (a member is paid
+    for once, however often picked)."""
     truth = truth.reset_index(drop=True)
-    ids = list(candidates)
+    ids = [i for i in candidates if costs is None or costs[i] <= budget]
     if not ids:
         return {}
     like = candidates[ids[0]]
@@ -101,7 +105,9 @@ def select_weights(task: PreparedTask, candidates: Mapping[str, pd.DataFrame],
     picks: list[str] = []
     best_score, best_round = -np.inf, 0
     for round_ in range(1, size + 1):
-        scored = [(blended((total + matrices[i]) / round_), i) for i in ids]
+        spent = sum(costs[i] for i in set(picks)) if costs is not None else 0.0
+        scored = [(blended((total + matrices[i]) / round_), i) for i in ids
+                  if costs is None or i in picks or spent + costs[i] <= budget]
         score, choice = max(scored, key=lambda pair: (pair[0], -ids.index(pair[1])))
         total = total + matrices[choice]
         picks.append(choice)
@@ -118,11 +124,14 @@ def blend(task: PreparedTask, frames: Mapping[str, pd.DataFrame],
 
 
 
-def ensemble_selection(task: PreparedTask, kept: Mapping[str, HeldOut],
-                       truth: pd.Series) -> tuple[dict[str, int], HeldOut | None]:
+def ensemble_selection(task: PreparedTask, kept: Mapping[str, HeldOut], truth: pd.Series,
+                       costs: Mapping[str, float] | None = None,
+                       budget: float = float("inf")) -> tuple[dict[str, int], HeldOut | None]:
     """The weights ensemble selection gives the kept nodes' held-out predictions (best weight
-    first), and the blend's predictions with their scores; ({}, None) with nothing kept."""
-    weights = select_weights(task, {i: p.valid for i, p in kept.items()}, truth)
+    first; within `budget` by `costs`, see `select_weights`), and the blend's predictions with
+    their scores; ({}, None) with nothing kept."""
+    weights = select_weights(task, {i: p.valid for i, p in kept.items()}, truth,
+                             costs=costs, budget=budget)
     if not weights:
         return {}, None
     valid = blend(task, {i: kept[i].valid for i in weights}, weights)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import pandas as pd
 from rich.console import Console
 
 from engine.config import RunConfig
@@ -31,11 +32,12 @@ from engine.evaluation.folds import HOLDOUT, Folds, dev_labels, make_folds
 from engine.evaluation.latency import (
     ONE_ROW_MS,
     Timings,
+    ensemble_within,
     measured_within,
     time_models,
     within_limit,
 )
-from engine.evaluation.scoring import SubmissionError, score
+from engine.evaluation.scoring import HeldOut, SubmissionError, score
 from engine.evaluation.select import (
     CV_FOLDS,
     CV_TOP_K,
@@ -48,8 +50,11 @@ from engine.evaluation.select import (
     select_confirmed,
 )
 from engine.evaluation.selection import Comparison, Latency, Refit, Selection
+from engine.records.recorder import NodeRecorder
+from engine.records.runs import kept_predictions
 from engine.records.store import RunStore
 from engine.task.prepare import PreparedTask
+from operators.context import TaskContext
 from operators.fitted import TIME_SECONDS, fitted_objects
 from operators.kinds.ensemble import weighted_members
 from sandbox import Limits
@@ -70,11 +75,13 @@ COMPOSE_SECONDS_PER_MB = 0.04
 def select_final(store: RunStore, task: PreparedTask, journal: Journal,
                  tests: dict[str, float | None], config: RunConfig,
                  console: Console, run: Runner, run_all: BatchRunner,
-                 seconds_left: float | None = None) -> Selection:
+                 seconds_left: float | None = None, ctx: TaskContext | None = None) -> Selection:
     """Choose the node the run hands over (`--select`, see engine/evaluation/select.py), make it
     the journal's `final` and put it in best/; return the record of the choice, the one place
     a `Selection` is made. `run` runs one script on the executors, `run_all` several side by
-    side; `seconds_left` is what the budget leaves for it (None: no limit)."""
+    side; `seconds_left` is what the budget leaves for it (None: no limit); with the search's
+    `ctx`, a choice over the one-row limit may give way to an ensemble made to fit it
+    (engine/evaluation/latency.py), stored as a node and its test score added to `tests`."""
     best = journal.best()
     if best is None:
         return Selection(config.select, METHODS[config.select], None, "", Comparison(None))
@@ -106,6 +113,7 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
     timings = (kept_timings(store, task, journal, members.get(first, []), run, limits)
                if config.save_model else None)
     held_back: tuple[tuple[str, float], ...] = ()
+    held_back_members: tuple[tuple[str, float], ...] = ()
     none_fit = False
     if timings is not None and (timings.answer_ms(members.get(first, [])) or 0.0) > limit:
         timings = kept_timings(store, task, journal, store.kept_fold_models(), run,
@@ -113,6 +121,18 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
         among, fastest = within_limit(journal, first, members, timings, limit)
         if among is not journal:
             held_back = ((first, timings.answer_ms(members[first]) or 0.0),)
+            held_back_members = tuple((i, timings.models_ms[i]) for i in members[first]
+                                      if i in timings.models_ms)
+            made = ctx is not None and fitting_ensemble(
+                store, task, ctx, journal, timings, limit, journal.get(first), held_out_labels)
+            if made:
+                node, predictions = made
+                NodeRecorder(store, task, journal).record(node, predictions.test_raw,
+                                                          predictions, None)
+                tests[node.node_id] = predictions.test_raw
+                members[node.node_id] = answer_members(node)
+                console.print(f"made ensemble {node.node_id}: {node.plan}", markup=False)
+                among, fastest = within_limit(journal, first, members, timings, limit)
             none_fit, best = fastest is not None, among.best() or best
             comparison = (Comparison(fastest, comparison.search_best) if fastest is not None
                           else decide(among))
@@ -171,12 +191,13 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
         fits = measured_within(journal, members, timings, limit) if timings else None
         if fits is not None and (top := fits.best()) is not None:
             held_back, comparison = ((winner, ms),), decide(fits)
+            held_back_members = answer_latency(node, measured)[2]
             winner, node, note, fitted, refit = hand_over(comparison.winner or top.node_id,
                                                           top)
             measured = answer_timings(task, node, timings, fitted, run, limits)
     journal.choose(winner)
     latency = Latency(limit, *answer_latency(node, measured), held_back=held_back,
-                      none_fit=none_fit)
+                      none_fit=none_fit, held_back_members=held_back_members)
     if measured is not None:
         console.print(f"the answer's {latency.text()}", markup=False)
     return Selection(
@@ -187,6 +208,16 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
         cross_fitted_raw=cross_fitted_score(task, node, kept_valid, held_out_labels,
                                             plan.groups(config.seed)),
     ).with_tests(tests)
+
+
+def fitting_ensemble(store: RunStore, task: PreparedTask, ctx: TaskContext, journal: Journal,
+                     timings: Timings, limit: float, held_back: Node,
+                     truth: pd.Series) -> tuple[Node, HeldOut] | None:
+    """`ensemble_within` over the measured nodes' kept predictions."""
+    measured = (journal.get(i) for i in timings.models_ms if i in journal)
+    kept = {node.node_id: held for node, held in kept_predictions(store, task, measured,
+                                                                  len(truth))}
+    return ensemble_within(task, ctx, journal, kept, truth, timings, limit, held_back)
 
 
 def one_row_limit(config: RunConfig) -> float:

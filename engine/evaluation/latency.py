@@ -19,20 +19,33 @@ measured node fits, the fastest is taken. A choice without kept fold models to t
 node of a holdout run, an LLM-written script, fold models too big to keep) is timed once
 saved; over the limit, it gives way to the best node measured within it (`measured_within`),
 saved in its place, when there is one.
+
+Before that re-choice, the held-back answer's room is offered to an ensemble that fits
+(`ensemble_within`): ensemble selection over the measured single nodes, each round picking only
+a node that keeps the picked ones' summed one-row ms within what the limit leaves a request.
+It is a node of the journal like the search's ensembles, chosen only when the rule prefers it.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+import pandas as pd
+
+from engine.evaluation.blend import ensemble_selection
+from engine.evaluation.scoring import HeldOut
 from engine.evaluation.select import Runner
 from engine.task.prepare import PreparedTask, csv_bytes
+from operators.context import TaskContext
 from operators.fitted import KEPT_PREFIX, LATENCY_MARK, SOLUTION_FILE, TIME, fitted_wrapper
+from operators.kinds.ensemble import ensemble_cost, ensemble_written
 from sandbox import Limits
 from search.journal import Journal
-from search.node import Node
+from search.node import Node, Operator, Status, code_hash
 
 # AutoGluon's `infer_limit` is the anchor; 20 ms keeps a warm one-row prediction interactive,
 # and the floor's ensembles of forests reached 60 to 250 ms (benchmarks/results/
@@ -138,3 +151,33 @@ def measured_within(journal: Journal, members: Mapping[str, list[str]], timings:
     return journal.without(
         n.node_id for n in journal.eligible_nodes
         if (ms := timings.answer_ms(members.get(n.node_id, ()))) is None or ms > limit_ms)
+
+
+def ensemble_within(task: PreparedTask, ctx: TaskContext, journal: Journal,
+                    kept: Mapping[str, HeldOut], truth: pd.Series, timings: Timings,
+                    limit_ms: float, held_back: Node) -> tuple[Node, HeldOut] | None:
+    """An ensemble of the measured single nodes in `kept` (their held-out predictions) whose
+    one-row ms, a request's and its members' together, is within `limit_ms`, made a node like
+    the search's ensembles (after `held_back`, the choice it stands in for); None when fewer
+    than two fit together. Its hint names its members alone: the candidates' costs are not in
+    the node, so its cross-fitted score re-selects weights among the members."""
+    room = limit_ms - timings.request_ms
+    singles = {i: p for i, p in kept.items()
+               if i in journal and not journal.get(i).operator.traits.combines
+               and timings.models_ms.get(i, float("inf")) <= room}
+    weights, predictions = ensemble_selection(task, singles, truth, costs=timings.models_ms,
+                                              budget=room)
+    if predictions is None or len(weights) < 2:
+        return None
+    members = [journal.get(i) for i in weights]
+    written = ensemble_written(ctx, members, weights, len(singles))
+    now = time.time()
+    node = Node(
+        node_id=secrets.token_hex(6), parent_id=held_back.parent_id,
+        operator=Operator.ENSEMBLE, status=Status.OK, step=len(journal),
+        depth=held_back.depth, run_id=held_back.run_id, policy=held_back.policy,
+        plan=f"{written.plan} (within the {limit_ms:g} ms one-row limit)",
+        hint=",".join(weights), code=written.code, code_hash=code_hash(written.code),
+        metric=task.metric.normalise(predictions.valid_raw), metric_raw=predictions.valid_raw,
+        created_at=now, finished_at=now, **ensemble_cost(members).node_fields())
+    return node, predictions

@@ -108,6 +108,8 @@ class Latency:
     members: tuple[tuple[str, float], ...] = ()  # (member, its models on one row)
     held_back: tuple[tuple[str, float], ...] = ()  # (node, its one-row ms) over the limit
     none_fit: bool = False  # no measured node fitted: the fastest was taken
+    # the first node held back: its members' models on one row, what made it slow
+    held_back_members: tuple[tuple[str, float], ...] = ()
 
     def text(self) -> str:
         """One line: the answer's one-row p50 and what it is made of."""
@@ -122,22 +124,33 @@ class Latency:
         """What the limit changed, in words ("" when nothing)."""
         if not self.held_back:
             return ""
-        slow = ", ".join(f"{node} ({ms:.0f} ms)" for node, ms in self.held_back)
+        slow = ", ".join(f"{node} ({ms:.0f} ms{self._parts() if i == 0 else ''})"
+                         for i, (node, ms) in enumerate(self.held_back))
         if self.none_fit:
             return (f"no measured node predicts one row within {self.limit_ms:g} ms "
                     f"({slow} chosen first): the fastest is taken")
         return f"held back by the {self.limit_ms:g} ms one-row limit: {slow}"
 
+    def _parts(self) -> str:
+        """The first held-back node's models, slowest first: ": a1 230.2, b2 1.1" ("" when
+        it is one node alone or was not told apart)."""
+        if len(self.held_back_members) < 2:
+            return ""
+        slowest = sorted(self.held_back_members, key=lambda part: -part[1])
+        return ": " + ", ".join(f"{node} {ms:.1f}" for node, ms in slowest)
+
     def to_json(self) -> dict[str, Any]:
         return {"limit_ms": self.limit_ms, "answer_ms": self.answer_ms,
                 "request_ms": self.request_ms, "members": dict(self.members),
-                "held_back": dict(self.held_back), "none_fit": self.none_fit}
+                "held_back": dict(self.held_back), "none_fit": self.none_fit,
+                "held_back_members": dict(self.held_back_members)}
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> Latency:
         return cls(float(raw["limit_ms"]), raw.get("answer_ms"), raw.get("request_ms"),
                    tuple((raw.get("members") or {}).items()),
-                   tuple((raw.get("held_back") or {}).items()), bool(raw.get("none_fit")))
+                   tuple((raw.get("held_back") or {}).items()), bool(raw.get("none_fit")),
+                   tuple((raw.get("held_back_members") or {}).items()))
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ measurements) and with the final selection the manifest records.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,11 +68,11 @@ def open_run(root: Path) -> StoredRun:
     return StoredRun(store, rows, journal, tests, manifest)
 
 
-def kept_predictions(store: RunStore, task: PreparedTask, journal: Journal,
+def kept_predictions(store: RunStore, task: PreparedTask, nodes: Iterable[Node],
                      held_out: int) -> Iterator[tuple[Node, HeldOut]]:
     """What the scored nodes of a stored run predicted (held-out rows, test rows), as the
     step scored them; a node kept before folds, or without predictions, is left out."""
-    for node in journal:
+    for node in nodes:
         if node.metric is None:
             continue
         try:
