@@ -181,8 +181,8 @@ def test_a_held_back_ensemble_gives_way_to_one_made_within_the_limit(
     assert both is not None and set(weights) == {up, down}
     members = [n for n in nodes if n.node_id in weights]
     blended = make_node("e1", up, operator=Operator.ENSEMBLE, step=4)
-    blended = dataclasses.replace(blended, plan=ensemble_written(ctx, members, weights, 2).plan,
-                                  code=ensemble_written(ctx, members, weights, 2).code)
+    written = ensemble_written(ctx, members, weights, 2)
+    blended = dataclasses.replace(blended, plan=written.plan, code=written.code)
     store = RunStore.create(tmp_path / "runs", task, {"config": {}})  # no folds: the holdout
     journal = Journal()
     recorder = NodeRecorder(store, task, journal)
