@@ -78,24 +78,30 @@ PREPARE_SOURCE = '''class Encoded:
 
     def _arrays(self, X):
         # `_one_hot`'s values as arrays, column for column: pandas' Categorical and get_dummies
-        # took 34 of a one-row call's 50 ms on credit-g's 13 text columns. Numbers first, then
-        # each text column's levels and its missing-value column, as get_dummies orders them.
-        frame = X.reindex(columns=self.columns_)
-        kinds = frame.dtypes
+        # took 34 of a one-row call's 50 ms on credit-g's 13 text columns, and a reindexed
+        # frame's selections 3.5 ms a call on california-housing's 8 columns (benchmarks/
+        # results/latency-ensemble-2026-12-07), so each column is read once as an array.
+        # Numbers first, then each text column's levels and its missing-value column, as
+        # get_dummies orders them; a column absent from X is missing on every row.
         numbers = [col for col in self.columns_ if col not in self.levels_]
-        for col in numbers:  # numbers written as text
-            if not pd.api.types.is_numeric_dtype(kinds[col]):
-                frame[col] = pd.to_numeric(frame[col], errors="coerce")
-        if not self.levels_:  # no column selected: each selection copies the frame
-            return frame.to_numpy(dtype=float, na_value=np.nan)
-        blocks = [frame[numbers].to_numpy(dtype=float, na_value=np.nan)]
-        rows = np.arange(len(frame))
-        for col, texts in zip(self.levels_, frame[list(self.levels_)].to_numpy(dtype=object).T):
-            levels = self.levels_[col]  # the last is "other", for a value never seen
+        out = np.full((len(X), len(numbers)), np.nan)
+        for j, col in enumerate(numbers):
+            if col in X.columns:
+                values = X[col]
+                if not pd.api.types.is_numeric_dtype(values.dtype):  # numbers written as text
+                    values = pd.to_numeric(values, errors="coerce")
+                out[:, j] = values.to_numpy(dtype=float, na_value=np.nan)
+        if not self.levels_:
+            return out
+        blocks = [out]
+        rows = np.arange(len(X))
+        for col, levels in self.levels_.items():  # the last level is "other", for one unseen
+            texts = (X[col].to_numpy(dtype=object) if col in X.columns
+                     else np.full(len(X), None, dtype=object))
             index = {level: i for i, level in enumerate(levels)}
             codes = np.fromiter((index.get(v, len(levels) - 1) for v in texts), int, len(texts))
             codes[pd.isna(texts)] = len(levels)
-            block = np.zeros((len(frame), len(levels) + 1))
+            block = np.zeros((len(X), len(levels) + 1))
             block[rows, codes] = 1.0
             blocks.append(block)
         return np.hstack(blocks)
