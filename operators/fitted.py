@@ -37,7 +37,7 @@ wrapper, inside the sandbox, never in the engine's process.
 from __future__ import annotations
 
 from operators.harness import FOLDS_MAGIC, MODEL_MAGIC, MODEL_MODULE
-from sandbox import REPLY_DIR, REPLY_FD_ENV, REQUEST_FILE
+from sandbox import REPLY_DIR, REPLY_FD_ENV, REQUEST_FILE, SUBMISSION_CAP
 
 SAVE, LOAD, SERVE, COMPOSE, TIME = "save", "load", "serve", "compose", "time"
 STATE_FILE = "fitted.pkl"  # written to submission/ by a save
@@ -238,11 +238,30 @@ if _TREEML_MODE == "save" and _treeml_model_form:
         _treeml_written.to_csv(f"submission/{_treeml_name_}", index=False)
     # The state is checked here, in the process that made it: the model it unpickles must
     # predict the test rows exactly as the fitted one did (no second run to replay it).
+    # Pickled into a buffer that stops at the size the engine reads back: a model over it
+    # cannot be saved anyway, and pickling it whole ran out of memory (a diamonds ensemble
+    # with forests fitted on 43,000 rows, benchmarks/results/latency-arrays-2026-12-07).
+    import io as _treeml_io
+
+    class _TreemlTooBig(Exception):
+        pass
+
+    class _TreemlCapped(_treeml_io.BytesIO):
+        def write(self, data):
+            if self.tell() + memoryview(data).nbytes >= __STATE_CAP__ - len(__MAGIC__):
+                raise _TreemlTooBig(f"the fitted model takes over {__STATE_CAP__ >> 20} MiB")
+            return super().write(data)
+
     try:
-        _treeml_state = _treeml_pickle.dumps(_treeml_model,
-                                             protocol=_treeml_pickle.HIGHEST_PROTOCOL)
+        _treeml_buffer = _TreemlCapped()
+        _treeml_pickle.dump(_treeml_model, _treeml_buffer,
+                            protocol=_treeml_pickle.HIGHEST_PROTOCOL)
+        _treeml_state = _treeml_buffer.getvalue()
+        del _treeml_buffer
         _treeml_same = _treeml_predicted(_treeml_pickle.loads(_treeml_state), _treeml_rows_,
                                          _treeml_name_).equals(_treeml_written)
+    except _TreemlTooBig as _treeml_exc:
+        print(f"__UNSAVED__{_treeml_exc}", file=_treeml_sys.stderr)
     except Exception as _treeml_exc:  # any pickling failure: the answer stays unsaved
         print(f"__UNSAVED__{type(_treeml_exc).__name__}: {_treeml_exc}", file=_treeml_sys.stderr)
     else:
@@ -462,4 +481,5 @@ def fitted_wrapper(mode: str) -> str:
             .replace("__MODULE__", repr(MODEL_MODULE)).replace("__MAGIC__", repr(MODEL_MAGIC))
             .replace("__KEPT__", KEPT_PREFIX).replace("__FOLDS__", repr(FOLDS_MAGIC))
             .replace("__LATENCY__", repr(LATENCY_MARK)).replace("__CALLS__", str(TIME_CALLS))
-            .replace("__SECONDS__", repr(TIME_SECONDS)))
+            .replace("__SECONDS__", repr(TIME_SECONDS))
+            .replace("__STATE_CAP__", str(SUBMISSION_CAP)))

@@ -12,8 +12,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.deploy.saved_model import replay_inputs, saved_states, training_inputs
+from engine.deploy.saved_model import (
+    fit_answer,
+    replay_inputs,
+    saved_states,
+    training_inputs,
+)
 from engine.evaluation.folds import make_folds
+from engine.evaluation.select import one_at_a_time
 from engine.search_run import task_context
 from engine.task.prepare import PreparedTask, TaskSpec, csv_bytes, prepare_task
 from operators.fitted import LOAD, MODEL_MAGIC, fitted_wrapper
@@ -124,6 +130,36 @@ def test_a_model_that_unpickles_differently_is_not_saved(task: PreparedTask,
     assert record["saved"] is False
     assert "unpickled model changed its test predictions" in record["reason"], record
     assert not (tmp_path / "model").exists()
+
+
+def test_a_fitted_model_over_the_cap_is_not_saved_and_its_refit_scores_the_answer(
+        task: PreparedTask) -> None:
+    # A Ridge carrying 210 MiB of ballast: its pickle would pass the 200 MiB the engine reads
+    # back, so the save run stops pickling there; its fit's test predictions still come back
+    # (a holdout run's refit is scored by them, not fitted again).
+    ballast = (
+        "from sklearn.linear_model import Ridge\n\n\n"
+        "class Heavy(Encoded):\n"
+        "    def fit(self, X, y):\n"
+        "        super().fit(X, y)\n"
+        "        self.ballast_ = np.ones(210 * 2**20 // 8)\n"
+        "        return self\n\n\n"
+        "def make_model():\n"
+        "    return Heavy(Ridge())\n\n\n"
+        "def fit_predict(X, y, X_valid, X_test):\n"
+        "    model = make_model().fit(X, y)\n"
+        "    return model.predict(X_valid), model.predict(X_test)\n"
+    )
+    code = solution(task, ballast)
+    fitted = fit_answer(task, "m3", code, None, one_at_a_time(run_script), LIMITS)
+    assert fitted.record["saved"] is False and not fitted.states
+    assert "the fitted model takes over 200 MiB" in fitted.record["reason"], fitted.record
+    (test_csv,) = fitted.test_csvs
+    fresh = run_script(code, {**training_inputs(task, None)[0],
+                              "test.csv": csv_bytes(task.test_X)}, LIMITS)
+    assert fresh.test_csv is not None
+    assert np.allclose(pd.read_csv(io.BytesIO(test_csv))["prediction"],
+                       pd.read_csv(io.BytesIO(fresh.test_csv))["prediction"])
 
 
 # Predictions that test how a reply is written: missing, subnormal, huge, repeating decimals.

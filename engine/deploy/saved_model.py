@@ -127,13 +127,21 @@ def fit_answer(task: PreparedTask, node_id: str, code: str, folds: Folds | None,
     trainings = [{**inputs, SOLUTION_FILE: code.encode("utf-8")}
                  for inputs in training_inputs(task, folds, rows)]
     fits = run_all([(fitted_wrapper(SAVE), inputs, limits) for inputs in trainings])
+    # Every fit's test predictions, kept even when its model is not saved: a holdout run's
+    # refit is then scored by them, not fitted a second time.
+    tests = ([saved.test_csv or b"" for saved in fits]
+             if all(saved.status == "ok" and saved.test_csv is not None for saved in fits)
+             else [])
+
+    def unsaved(reason: str) -> FittedAnswer:
+        return FittedAnswer({"saved": False, "reason": reason}, test_csvs=tests)
+
     for index, saved in enumerate(fits):
         where = f"model {index + 1}"
         if saved.status != "ok" or saved.fitted is None or saved.test_csv is None:
-            return FittedAnswer({"saved": False, "reason": f"{where}: {_why(saved)}"})
+            return unsaved(f"{where}: {_why(saved)}")
         if len(saved.fitted) >= SUBMISSION_CAP:
-            return FittedAnswer({"saved": False, "reason": f"{where}: its fits take over "
-                                                           f"{SUBMISSION_CAP // 2**20} MiB"})
+            return unsaved(f"{where}: its fits take over {SUBMISSION_CAP // 2**20} MiB")
     # A fitted make_model() was unpickled and checked in its own save run (operators/fitted.py):
     # only a replay's fits are replayed here.
     models = fitted_objects([saved.fitted or b"" for saved in fits])
@@ -143,19 +151,16 @@ def fit_answer(task: PreparedTask, node_id: str, code: str, folds: Folds | None,
     for index, (saved, replayed) in enumerate(zip(fits if replays else [], replays, strict=True)):
         where = f"model {index + 1}"
         if replayed.status != "ok":
-            return FittedAnswer({"saved": False,
-                                 "reason": f"{where}: the replay failed: {_why(replayed)}"})
+            return unsaved(f"{where}: the replay failed: {_why(replayed)}")
         try:
             (again,) = read_stacked(task, replayed.test_csv, "test", len(task.test_X), 1)
             same = same_predictions(task, read_submission(task, saved.test_csv, "test"), again)
         except SubmissionError as exc:
-            return FittedAnswer({"saved": False, "reason": f"{where}: {exc}"})
+            return unsaved(f"{where}: {exc}")
         if not same:
-            return FittedAnswer({"saved": False, "reason": f"{where}: restoring its fits "
-                                 "changed its test predictions (a step outside the fits is "
-                                 "random)"})
+            return unsaved(f"{where}: restoring its fits changed its test predictions (a "
+                           "step outside the fits is random)")
     states = [saved.fitted or b"" for saved in fits]
-    tests = [saved.test_csv or b"" for saved in fits]
     fit_seconds = sum(saved.seconds for saved in fits)
     replay_seconds = sum(replayed.seconds for replayed in replays)
     holdout = folds is None or folds.k == HOLDOUT
