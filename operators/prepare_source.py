@@ -83,6 +83,11 @@ PREPARE_SOURCE = '''class Encoded:
         # results/latency-ensemble-2026-12-07), so each column is read once as an array.
         # Numbers first, then each text column's levels and its missing-value column, as
         # get_dummies orders them; a column absent from X is missing on every row.
+        if (not self.levels_ and list(X.columns) == self.columns_
+                and all(pd.api.types.is_numeric_dtype(kind) for kind in X.dtypes)):
+            # numbers only, as trained: one copy (a column at a time cost kc1's 21 columns
+            # 0.2 ms a fold model)
+            return X.to_numpy(dtype=float, na_value=np.nan)
         numbers = [col for col in self.columns_ if col not in self.levels_]
         out = np.full((len(X), len(numbers)), np.nan)
         for j, col in enumerate(numbers):

@@ -137,6 +137,15 @@ def test_the_one_hot_as_arrays_is_the_frames_column_for_column() -> None:
         assert encoded.transform(rows).equals(encoded._finish(frame))
     assert len(encoded.levels_) == 5  # city, flag, size, ids, as_text: all one-hot
 
+    numbers = train[["n", "i"]].assign(b=rng.normal(size=200))
+    encoded = Encoded().fit(numbers)
+    new = numbers.head(5).copy()
+    new.loc[0, "i"] = np.nan
+    as_text = new.assign(b=["1.5", "x", None, "2", "3"])  # a number written as text
+    for rows in (new, new[["b", "n", "i"]], new.drop(columns=["i"]), as_text):
+        expected = encoded._one_hot(rows).to_numpy(dtype=float, na_value=np.nan)
+        assert np.array_equal(encoded._arrays(rows), expected, equal_nan=True)
+
 
 def test_other_models_and_custom_objectives_keep_their_own_predict() -> None:
     ridge = Encoded(Ridge()).fit(ROWS, TARGETS["regression"][1])
