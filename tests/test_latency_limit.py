@@ -97,6 +97,27 @@ def test_an_ensemble_with_a_slow_member_gives_way_to_the_next_best_that_fits() -
     assert within_limit(journal, "e1", members, unmeasured, LIMIT) == (journal, None)
 
 
+def test_an_ensemble_whose_measured_members_are_over_the_limit_is_held_back_unfitted() -> None:
+    journal, members = tree()
+    members["e1"] = ["b", "d"]  # d's fold models were not kept: d is not measured
+    assert PLANTED.answer_ms(["b", "d"]) is None
+    assert PLANTED.known_ms(["b", "d"]) == 1.0 + 30.0 and PLANTED.known_ms(["d"]) is None
+    assert over_limit(journal.eligible_nodes, members, PLANTED, LIMIT)["e1"] == 31.0
+    among, fastest_id = within_limit(journal, "e1", members, PLANTED, LIMIT)
+    assert fastest_id is None and among.best() is not None and among.best().node_id == "e2"
+    # one whose measured part fits stands: it is timed once saved
+    members["e1"] = ["a", "d"]
+    assert within_limit(journal, "e1", members, PLANTED, LIMIT) == (journal, None)
+    latency = Latency(LIMIT, 8.0, 1.0, (("a", 3.0), ("c", 4.0)), held_back=(("e1", 31.0),),
+                      held_back_members=(("c", 4.0), ("b", 30.0)), held_back_unmeasured=("d",))
+    assert latency.change() == ("held back by the 20 ms one-row limit: e1 (at least 31 ms: "
+                                "b 30.0, c 4.0; not measured: d)")
+    again = Selection.read({"selection": Selection(
+        "valid", "best valid score", "e2", "ensemble", Comparison("e2", "e1"),
+        latency=latency).to_json()})
+    assert again is not None and again.latency == latency
+
+
 def test_when_nothing_fits_the_fastest_is_taken() -> None:
     journal, members = tree()
     slow = Timings(1.0, {"base": 40.0, "a": 25.0, "b": 30.0, "c": 22.0})

@@ -115,14 +115,16 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
     held_back: tuple[tuple[str, float], ...] = ()
     held_back_members: tuple[tuple[str, float], ...] = ()
     none_fit = False
-    if timings is not None and (timings.answer_ms(members.get(first, [])) or 0.0) > limit:
+    unmeasured: tuple[str, ...] = ()
+    if timings is not None and (timings.known_ms(members.get(first, [])) or 0.0) > limit:
         timings = kept_timings(store, task, journal, store.kept_fold_models(), run,
                                limits) or timings
         among, fastest = within_limit(journal, first, members, timings, limit)
         if among is not journal:
-            held_back = ((first, timings.answer_ms(members[first]) or 0.0),)
+            held_back = ((first, timings.known_ms(members[first]) or 0.0),)
             held_back_members = tuple((i, timings.models_ms[i]) for i in members[first]
                                       if i in timings.models_ms)
+            unmeasured = tuple(i for i in members[first] if i not in timings.models_ms)
             made = ctx is not None and fitting_ensemble(
                 store, task, ctx, journal, timings, limit, journal.get(first), held_out_labels)
             if made:
@@ -197,7 +199,8 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
             measured = answer_timings(task, node, timings, fitted, run, limits)
     journal.choose(winner)
     latency = Latency(limit, *answer_latency(node, measured), held_back=held_back,
-                      none_fit=none_fit, held_back_members=held_back_members)
+                      none_fit=none_fit, held_back_members=held_back_members,
+                      held_back_unmeasured=unmeasured)
     if measured is not None:
         console.print(f"the answer's {latency.text()}", markup=False)
     return Selection(

@@ -110,6 +110,8 @@ class Latency:
     none_fit: bool = False  # no measured node fitted: the fastest was taken
     # the first node held back: its members' models on one row, what made it slow
     held_back_members: tuple[tuple[str, float], ...] = ()
+    # its members not measured (fold models too big to keep): its ms is a lower bound
+    held_back_unmeasured: tuple[str, ...] = ()
 
     def text(self) -> str:
         """One line: the answer's one-row p50 and what it is made of."""
@@ -124,7 +126,9 @@ class Latency:
         """What the limit changed, in words ("" when nothing)."""
         if not self.held_back:
             return ""
-        slow = ", ".join(f"{node} ({ms:.0f} ms{self._parts() if i == 0 else ''})"
+        at_least = "at least " if self.held_back_unmeasured else ""
+        slow = ", ".join(f"{node} ({at_least * (i == 0)}{ms:.0f} ms"
+                         f"{self._parts() if i == 0 else ''})"
                          for i, (node, ms) in enumerate(self.held_back))
         if self.none_fit:
             return (f"no measured node predicts one row within {self.limit_ms:g} ms "
@@ -137,20 +141,24 @@ class Latency:
         if len(self.held_back_members) < 2:
             return ""
         slowest = sorted(self.held_back_members, key=lambda part: -part[1])
-        return ": " + ", ".join(f"{node} {ms:.1f}" for node, ms in slowest)
+        unmeasured = (f"; not measured: {', '.join(self.held_back_unmeasured)}"
+                      if self.held_back_unmeasured else "")
+        return ": " + ", ".join(f"{node} {ms:.1f}" for node, ms in slowest) + unmeasured
 
     def to_json(self) -> dict[str, Any]:
         return {"limit_ms": self.limit_ms, "answer_ms": self.answer_ms,
                 "request_ms": self.request_ms, "members": dict(self.members),
                 "held_back": dict(self.held_back), "none_fit": self.none_fit,
-                "held_back_members": dict(self.held_back_members)}
+                "held_back_members": dict(self.held_back_members),
+                "held_back_unmeasured": list(self.held_back_unmeasured)}
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> Latency:
         return cls(float(raw["limit_ms"]), raw.get("answer_ms"), raw.get("request_ms"),
                    tuple((raw.get("members") or {}).items()),
                    tuple((raw.get("held_back") or {}).items()), bool(raw.get("none_fit")),
-                   tuple((raw.get("held_back_members") or {}).items()))
+                   tuple((raw.get("held_back_members") or {}).items()),
+                   tuple(raw.get("held_back_unmeasured") or ()))
 
 
 @dataclass(frozen=True, slots=True)
