@@ -9,9 +9,11 @@
 - `autogluon`: `TabularPredictor.predict` on a LightGBM model bagged over 5 folds (the model
   family of the engine's baseline), trained on the same rows, in the bench venv.
 
-With `--answers RUN...`, only the API's warm one-row p50 of each run's answer, one table row a
-run, the runs timed in turn in one process (compare answers in the same conditions; each row
-also gives the one-row ms the final selection measured, engine/evaluation/latency.py).
+With `--answers RUN... [--gap S]`, only the API's warm one-row p50 of each run's answer, one
+table row a run, the runs timed in turn in one process (compare answers in the same
+conditions; each row also gives the one-row ms the final selection measured,
+engine/evaluation/latency.py, and where a served call's time goes: the sandbox session's
+request against the engine's own steps around it, each step's median).
 
 For each way: one row (p50 and p99 of `--calls` warm calls) and 10,000 rows (the test rows drawn
 with replacement; the median of `--big-calls` warm calls), warm and cold. Cold means a fresh
@@ -44,6 +46,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+import engine.predict
+import sandbox
 from benchmarks.cli import add_shared_flags
 from benchmarks.datasets import REGISTRY
 from engine.api import fit, load
@@ -99,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--answers", type=Path, nargs="+", default=None, metavar="RUN",
                         help="only the API's warm one-row p50 of each run's answer, in turn")
     parser.add_argument("--calls", type=int, default=20, help="warm one-row calls per way")
+    parser.add_argument("--gap", type=float, default=0.0,
+                        help="with --answers: seconds of sleep before each timed call (a "
+                             "served row that arrives alone; default 0, back to back)")
     parser.add_argument("--cli-calls", type=int, default=5,
                         help="warm one-row calls of the CLI (each is a process)")
     parser.add_argument("--big-calls", type=int, default=3,
@@ -269,10 +276,48 @@ def report(results: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
-def answer_row(run: Path, calls: int) -> str:
+# The steps of a served call (engine.predict.Answer.predict) timed apart, by the name each has
+# in the --answers table: the sandbox session's request, and the engine's own work around it.
+SERVED_STEPS = {
+    "request": (sandbox.Session, "request"),
+    "reply read": (engine.predict, "read_stacked"),
+    "rows checked": (engine.predict, "feature_rows"),
+    "rows to CSV": (engine.predict, "csv_bytes"),
+    "combined": (engine.predict, "combine_predictions"),
+    "answer to CSV": (engine.predict, "frame_csv"),
+}
+
+
+@contextmanager
+def timed_steps() -> Iterator[dict[str, list[float]]]:
+    """Every SERVED_STEPS function wrapped by a timer while inside: each step's seconds, a
+    list per step, one entry a call; the functions restored after."""
+    seconds: dict[str, list[float]] = {name: [] for name in SERVED_STEPS}
+    originals = {name: getattr(owner, attr) for name, (owner, attr) in SERVED_STEPS.items()}
+
+    def timer(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                seconds[name].append(time.perf_counter() - start)
+        return call
+
+    try:
+        for name, (owner, attr) in SERVED_STEPS.items():
+            setattr(owner, attr, timer(name, originals[name]))
+        yield seconds
+    finally:
+        for name, (owner, attr) in SERVED_STEPS.items():
+            setattr(owner, attr, originals[name])
+
+
+def answer_row(run: Path, calls: int, gap: float = 0.0) -> str:
     """A table row: the run's data set and answer (its kind, saved models, their size), the
-    one-row ms its final selection measured, and the p50 and fastest of `calls` warm one-row
-    `load().predict` calls (after a warm-up of 3)."""
+    one-row ms its final selection measured, the p50 and fastest of `calls` warm one-row
+    `load().predict` calls (after a warm-up of 3; `gap` seconds of sleep before each), and of
+    that p50 the session's request and the engine's own steps (medians, SERVED_STEPS)."""
     stored = open_run(run)
     answer = stored.journal.final()
     selection = stored.selection
@@ -282,22 +327,33 @@ def answer_row(run: Path, calls: int) -> str:
     saved = (f"{model['models']} models, {model['bytes'] / 2**20:.1f} MiB" if model.get("saved")
              else "not saved")
     one = stored.task().test_X.head(1)
+    warm = []
     with load(run) as predictor:
         for _ in range(3):
             predictor.predict(one)
-        warm = [timed(lambda: predictor.predict(one)) for _ in range(calls)]
+        with timed_steps() as steps:
+            for _ in range(calls):
+                time.sleep(gap)
+                warm.append(timed(lambda: predictor.predict(one)))
     kind = answer.operator.value if answer else "none"
+    step_ms = {name: 1000 * float(np.median(times)) if times else float("nan")
+               for name, times in steps.items()}
+    engine_ms = sum(ms for name, ms in step_ms.items() if name != "request")
     return (f"| {Path(str(stored.config.get('data'))).stem} | {run.name} | {kind} | {saved} | "
             f"{'' if measured is None else f'{measured:.1f}'} | "
-            f"{1000 * float(np.median(warm)):.1f} | {1000 * min(warm):.1f} |")
+            f"{1000 * float(np.median(warm)):.1f} | {1000 * min(warm):.1f} | "
+            f"{step_ms['request']:.1f} | {engine_ms:.1f} | "
+            + ", ".join(f"{name} {ms:.1f}" for name, ms in step_ms.items() if name != "request")
+            + " |")
 
 
-def answers(runs: list[Path], calls: int) -> str:
+def answers(runs: list[Path], calls: int, gap: float = 0.0) -> str:
     """The `--answers` table, each run timed in turn."""
     lines = ["| data | run | answer | saved model | measured at selection, ms | "
-             "load().predict p50, ms | fastest, ms |", "|---|---|---|---|---|---|---|"]
+             "load().predict p50, ms | fastest, ms | of it the request, ms | "
+             "the engine's steps, ms | each step, ms |", "|" + "---|" * 10]
     for run in runs:
-        lines.append(answer_row(run, calls))
+        lines.append(answer_row(run, calls, gap))
         print(lines[-1], flush=True)
     return "\n".join(lines)
 
@@ -305,7 +361,7 @@ def answers(runs: list[Path], calls: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.answers:
-        answers(args.answers, args.calls)
+        answers(args.answers, args.calls, args.gap)
         return 0
     load_at_start = os.getloadavg()[0]
     run = args.run or make_run(args.dataset, args.budget)

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from benchmarks.latency import BIG_ROWS, answers, main, report, way
+import engine.predict
+from benchmarks.latency import BIG_ROWS, SERVED_STEPS, answers, main, report, timed_steps, way
 from tests.test_outputs import scripted_run
 
 
@@ -32,6 +34,20 @@ def test_the_report_shows_every_way_and_says_which_was_skipped() -> None:
     assert "python -m benchmarks.latency --x" in text
 
 
+def test_the_served_steps_are_timed_while_inside_and_restored_after() -> None:
+    original = engine.predict.csv_bytes
+    with timed_steps() as seconds:
+        assert engine.predict.csv_bytes is not original
+        engine.predict.csv_bytes(pd.DataFrame({"a": [1, 2]}))
+        engine.predict.csv_bytes(pd.DataFrame({"a": [3]}))
+    assert engine.predict.csv_bytes is original  # restored
+    assert set(seconds) == set(SERVED_STEPS) and len(seconds["rows to CSV"]) == 2
+    assert all(s > 0 for s in seconds["rows to CSV"]) and seconds["request"] == []
+    with pytest.raises(ValueError), timed_steps():
+        raise ValueError("a failing call restores them too")
+    assert all(getattr(owner, attr).__name__ != "call" for owner, attr in SERVED_STEPS.values())
+
+
 @pytest.mark.slow
 def test_the_benchmark_times_each_way_on_a_finished_run(
         tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
@@ -48,6 +64,9 @@ def test_the_benchmark_times_each_way_on_a_finished_run(
     assert "skipped" in results["ways"]["autogluon (TabularPredictor.predict)"]
     assert f"{BIG_ROWS:,} rows, warm" in (tmp_path / "out" / "report.md").read_text()
     # --answers: one row a run, with the load().predict p50 of its answer
-    (header, _, row) = answers([run, run], 2).splitlines()[:3]
+    (header, _, row) = answers([run, run], 2, gap=0.01).splitlines()[:3]
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1] == run.name and float(cells[5]) > 0 and "p50" in header
+    # the session's request and the engine's steps, each within the call
+    assert 0 < float(cells[7]) < float(cells[5]) and 0 < float(cells[8]) < float(cells[5])
+    assert "reply read" in cells[9] and "rows checked" in cells[9]
