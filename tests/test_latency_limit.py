@@ -112,6 +112,9 @@ def test_an_ensemble_whose_measured_members_are_over_the_limit_is_held_back_unfi
                       held_back_members=(("c", 4.0), ("b", 30.0)), held_back_unmeasured=("d",))
     assert latency.change() == ("held back by the 20 ms one-row limit: e1 (at least 31 ms: "
                                 "b 30.0, c 4.0; not measured: d)")
+    one_measured = dataclasses.replace(latency, held_back_members=(("b", 30.0),))
+    assert one_measured.change() == ("held back by the 20 ms one-row limit: e1 (at least 31 "
+                                     "ms: b 30.0; not measured: d)")
     again = Selection.read({"selection": Selection(
         "valid", "best valid score", "e2", "ensemble", Comparison("e2", "e1"),
         latency=latency).to_json()})

@@ -137,8 +137,8 @@ class Latency:
 
     def _parts(self) -> str:
         """The first held-back node's models, slowest first: ": a1 230.2, b2 1.1" ("" when
-        it is one node alone or was not told apart)."""
-        if len(self.held_back_members) < 2:
+        it is one node alone or was not told apart), then those not measured."""
+        if len(self.held_back_members) + len(self.held_back_unmeasured) < 2:
             return ""
         slowest = sorted(self.held_back_members, key=lambda part: -part[1])
         unmeasured = (f"; not measured: {', '.join(self.held_back_unmeasured)}"
