@@ -5,9 +5,11 @@ took against what was kept."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from engine.budget import Budget
@@ -29,9 +31,10 @@ from engine.evaluation.final import (
     time_run_seconds,
 )
 from engine.evaluation.folds import HOLDOUT, make_folds
+from engine.evaluation.latency import Timings
 from engine.evaluation.select import CV_FOLDS
 from engine.records.summary import summary_facts, write_summary
-from engine.search_run import task_context
+from engine.search_run import RESUME_SECONDS, task_context
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from operators.fitted import TIME_SECONDS
 from operators.harness import assemble
@@ -40,7 +43,7 @@ from operators.models import model_code
 from sandbox import SUBMISSION_CAP
 from search.journal import Journal
 from search.node import Node, Operator
-from tests.helpers import make_node
+from tests.helpers import make_data, make_node
 
 
 @pytest.fixture(scope="module")
@@ -131,6 +134,31 @@ def test_the_saved_fits_run_in_rounds_of_the_executors(task: PreparedTask) -> No
     holdout = make_folds(task, HOLDOUT)
     assert closing_seconds(journal, config(), holdout, task, 2) == closing_seconds(
         journal, config(), holdout, task, 1)
+
+
+def test_the_reserve_is_kept_for_the_answer_the_one_row_limit_leaves(task: PreparedTask) -> None:
+    # The best's fold models were too big to keep (saving it fits it again: 100 s of scoring
+    # runs); once it is timed over the limit, the answer is the quick node, put together from
+    # its kept models: the reserve is that one's, as if the best were not there.
+    folds = make_folds(task, 5)
+    quick = make_node("000000000001", metric=0.5, exec_seconds=10.0)
+    slow = make_node("000000000002", metric=0.6, exec_seconds=100.0)
+    journal, kept = Journal([quick, slow]), {quick.node_id: [2**20] * 5}
+    refit = closing_seconds(journal, config(), folds, task, 1, kept)
+    assert refit == pytest.approx(SAVE_SHARE * 100.0)
+    composed = closing_seconds(Journal([quick]), config(), folds, task, 1, kept)
+    assert composed < refit / 2
+    over = Timings(1.0, {quick.node_id: 3.0, slow.node_id: 30.0})
+    # timed already, the quick node's time run is not kept back for again
+    assert closing_seconds(journal, config(), folds, task, 1, kept, over) == pytest.approx(
+        composed - time_run_seconds([[2**20] * 5]))
+    # Within the limit, or not measured, the best stays the answer; a stated limit counts.
+    within = Timings(1.0, {quick.node_id: 3.0, slow.node_id: 10.0})
+    assert closing_seconds(journal, config(), folds, task, 1, kept, within) == refit
+    unmeasured = Timings(1.0, {quick.node_id: 3.0})
+    assert closing_seconds(journal, config(), folds, task, 1, kept, unmeasured) == refit
+    assert closing_seconds(journal, config(max_predict_ms_per_row=50.0), folds, task, 1, kept,
+                           over) == refit
 
 
 def test_an_ensemble_counts_its_weighted_members_not_every_candidate(
@@ -238,3 +266,36 @@ def test_the_summary_says_what_the_closing_took(tmp_path: Path, task: PreparedTa
     older = summary_facts(journal, {}, {"seconds": 598.0, "budget": 600.0})
     assert "selecting and saving" not in write_summary(tmp_path, task, journal, {},
                                                        older).read_text()
+
+
+@pytest.mark.slow  # a whole search of a minute, on Ray and the sandbox: the slow step
+def test_a_search_goes_on_when_the_answers_measured_time_frees_its_reserve(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The reserve is planted: 30 s while nothing is timed (an answer that would be fitted
+    # again), 1 s once the round's time runs are in (one put together from kept models).
+    # The search stops 30 s before the budget, times its best, and goes on.
+    from engine import search_run
+    from engine.run import main
+
+    timings_seen: list[Timings | None] = []
+
+    def planted(*args: object, **kwargs: object) -> float:
+        timings = args[6] if len(args) > 6 else None
+        timings_seen.append(timings)  # type: ignore[arg-type]
+        return 30.0 if timings is None else 1.0
+
+    monkeypatch.setattr(search_run, "closing_seconds", planted)
+    make_data(tmp_path / "d.csv", rows=240)
+    assert main(["--data", str(tmp_path / "d.csv"), "--target", "y", "--llm", "none",
+                 "--budget", "60s", "--executors", "2", "--memory", "off",
+                 "--out", str(tmp_path / "runs"), "--quiet"]) == 0
+    (run,) = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
+    manifest = json.loads((run / "manifest.json").read_text())
+    spent, started = manifest["spent"], manifest["starts"][0]["at"]
+    assert any(t is not None and t.models_ms for t in timings_seen)  # the best was timed
+    assert spent["resumed_seconds"] > RESUME_SECONDS and spent["reserved_seconds"] == 1.0
+    assert spent["seconds"] <= 60.0 * 1.1
+    finished = pd.read_parquet(run / "nodes")
+    # nodes finished after the first round ended (30 s before the budget)
+    assert (finished[finished.status == "ok"].finished_at > started + 35.0).any()
+    assert "the search went on" in (run / "summary.md").read_text()

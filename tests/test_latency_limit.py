@@ -19,7 +19,7 @@ from rich.console import Console
 from engine.config import RunConfig
 from engine.deploy.saved_model import answer_members, compose_answer
 from engine.evaluation.blend import ensemble_selection
-from engine.evaluation.final import select_final
+from engine.evaluation.final import limit_timings, select_final
 from engine.evaluation.folds import dev_labels, make_folds
 from engine.evaluation.latency import (
     Timings,
@@ -252,3 +252,37 @@ def test_a_held_back_ensemble_gives_way_to_one_made_within_the_limit(
     alone = select_final(store, task, journal, {}, RunConfig(select="valid"),
                          Console(quiet=True), run, one_at_a_time(run), ctx=ctx)
     assert alone.node_id in {up, flat} and len(journal) == 5
+
+
+def test_a_time_run_made_when_a_search_round_ended_is_not_made_again(
+        task: PreparedTask, tmp_path: Path) -> None:
+    # The search times its best when a round ends (to know what the answer's work will
+    # take); the final selection begins with those timings and times only what is new.
+    store = RunStore.create(tmp_path / "runs", task, {"config": {}})
+    journal, members = tree()
+    for node_id in PLANTED.models_ms:
+        store.keep_fold_models(node_id, [node_id.encode()])
+    timed: list[set[str]] = []
+
+    def run(script: str, inputs: dict[str, bytes], limits: Limits) -> ExecResult:
+        names = [inputs[f"kept-{g}-0.pkl"].decode()
+                 for g in range(sum(name.endswith("-0.pkl") for name in inputs))]
+        timed.append(set(names))
+        line = LATENCY_MARK + json.dumps({"request_ms": 1.0, "groups": [
+            {"ms": PLANTED.models_ms[n]} for n in names]})
+        return ExecResult("ok", 0, line, "", 0.0, None, None, "", "rlimits")
+
+    # e1's members first; b is over the limit, so every kept node, those not timed yet
+    first = limit_timings(store, task, journal, "e1", members, run, LIMITS, LIMIT)
+    assert timed == [{"a", "b"}, {"base", "c"}]
+    assert first is not None and first.models_ms == PLANTED.models_ms
+    assert limit_timings(store, task, journal, "e1", members, run, LIMITS, LIMIT,
+                         first) == first
+    assert len(timed) == 2
+    # a node kept after the round is timed alone, against the same request
+    journal.add(node("f", 0.95))
+    members["f"] = ["f"]
+    store.keep_fold_models("f", [b"c"])  # planted: times as c does
+    later = limit_timings(store, task, journal, "f", members, run, LIMITS, LIMIT, first)
+    assert timed[2:] == [{"c"}] and later is not None
+    assert later.models_ms == {**PLANTED.models_ms, "f": 4.0} and later.request_ms == 1.0

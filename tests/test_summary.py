@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 
 from engine.budget import Budget
+from engine.progress import Progress
 from engine.records.summary import summary_facts, write_summary
-from engine.search_run import Progress
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from search.journal import Journal
 from search.node import Node, Operator, Status

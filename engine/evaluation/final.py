@@ -75,13 +75,15 @@ COMPOSE_SECONDS_PER_MB = 0.04
 def select_final(store: RunStore, task: PreparedTask, journal: Journal,
                  tests: dict[str, float | None], config: RunConfig,
                  console: Console, run: Runner, run_all: BatchRunner,
-                 seconds_left: float | None = None, ctx: TaskContext | None = None) -> Selection:
+                 seconds_left: float | None = None, ctx: TaskContext | None = None,
+                 known: Timings | None = None) -> Selection:
     """Choose the node the run hands over (`--select`, see engine/evaluation/select.py), make it
     the journal's `final` and put it in best/; return the record of the choice, the one place
     a `Selection` is made. `run` runs one script on the executors, `run_all` several side by
     side; `seconds_left` is what the budget leaves for it (None: no limit); with the search's
     `ctx`, a choice over the one-row limit may give way to an ensemble made to fit it
-    (engine/evaluation/latency.py), stored as a node and its test score added to `tests`."""
+    (engine/evaluation/latency.py), stored as a node and its test score added to `tests`;
+    `known`: the search's time runs (`limit_timings`), not run again."""
     best = journal.best()
     if best is None:
         return Selection(config.select, METHODS[config.select], None, "", Comparison(None))
@@ -109,16 +111,13 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
     limit = one_row_limit(config)
     members = {n.node_id: answer_members(n) for n in journal.eligible_nodes}
     first = comparison.winner or best.node_id
-    # The choice's members first; every kept node only when the choice is over the limit.
-    timings = (kept_timings(store, task, journal, members.get(first, []), run, limits)
+    timings = (limit_timings(store, task, journal, first, members, run, limits, limit, known)
                if config.save_model else None)
     held_back: tuple[tuple[str, float], ...] = ()
     held_back_members: tuple[tuple[str, float], ...] = ()
     none_fit = False
     unmeasured: tuple[str, ...] = ()
     if timings is not None and (timings.known_ms(members.get(first, [])) or 0.0) > limit:
-        timings = kept_timings(store, task, journal, store.kept_fold_models(), run,
-                               limits) or timings
         among, fastest = within_limit(journal, first, members, timings, limit)
         if among is not journal:
             held_back = ((first, timings.known_ms(members[first]) or 0.0),)
@@ -189,7 +188,8 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
     if ms is not None and ms > limit and not held_back and not none_fit:
         # Timed only once saved (no kept fold models of its own, too big to keep): the next
         # best answer that was timed within the limit, when there is one.
-        timings = kept_timings(store, task, journal, store.kept_fold_models(), run, limits)
+        timings = kept_timings(store, task, journal, store.kept_fold_models(), run, limits,
+                               timings)
         fits = measured_within(journal, members, timings, limit) if timings else None
         if fits is not None and (top := fits.best()) is not None:
             held_back, comparison = ((winner, ms),), decide(fits)
@@ -230,12 +230,41 @@ def one_row_limit(config: RunConfig) -> float:
 
 
 def kept_timings(store: RunStore, task: PreparedTask, journal: Journal, ids: Iterable[str],
-                 run: Runner, limits: Any) -> Timings | None:
+                 run: Runner, limits: Any, known: Timings | None = None) -> Timings | None:
     """The fold models the search kept of the nodes `ids` (the answer's candidates and their
-    members), each node's timed on one row in one sandbox run; None when none are kept."""
-    groups = {i: states for i in ids if i in journal and (states := store.read_fold_models(i))}
+    members), each node's timed on one row in one sandbox run, added to `known` (whose nodes
+    are not timed again); None when nothing is kept or known."""
+    groups = {i: states for i in ids if i in journal and (known is None or i not in
+                                                          known.models_ms)
+              and (states := store.read_fold_models(i))}
     code = next((journal.get(i).code for i in groups), "")
-    return time_models(task, code, groups, run, limits)
+    timed = time_models(task, code, groups, run, limits)
+    return timed if known is None else known.adding(timed)
+
+
+def limit_timings(store: RunStore, task: PreparedTask, journal: Journal, first: str,
+                  members: Mapping[str, list[str]], run: Runner, limits: Any, limit: float,
+                  known: Timings | None = None) -> Timings | None:
+    """The time runs that tell whether `first` is within the one-row `limit`: its members'
+    kept fold models, and when they are over it, every kept node's (what the choice may give
+    way to); `known`'s nodes are not timed again."""
+    timings = kept_timings(store, task, journal, members.get(first, []), run, limits, known)
+    if timings is not None and (timings.known_ms(members.get(first, [])) or 0.0) > limit:
+        timings = kept_timings(store, task, journal, store.kept_fold_models(), run, limits,
+                               timings)
+    return timings
+
+
+def likely_answer(journal: Journal, timings: Timings | None, limit: float) -> Node | None:
+    """The node the selection would hand over as far as the time runs so far tell: the
+    journal's best, or when it was measured over `limit`, what it gives way to
+    (`within_limit`: the best measured within it, else the fastest)."""
+    best = journal.best()
+    if best is None or timings is None:
+        return best
+    members = {n.node_id: answer_members(n) for n in journal.eligible_nodes}
+    among, fastest = within_limit(journal, best.node_id, members, timings, limit)
+    return among.best() or (journal.get(fastest) if fastest is not None else best)
 
 
 def answer_timings(task: PreparedTask, node: Node, timings: Timings | None,
@@ -268,15 +297,17 @@ def answer_latency(node: Node, timings: Timings | None
 
 def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
                     task: PreparedTask, executors: int,
-                    kept: Mapping[str, Sequence[int]] | None = None) -> float:
-    """The seconds the work after the search would take if the search ended now: saving the
+                    kept: Mapping[str, Sequence[int]] | None = None,
+                    timings: Timings | None = None) -> float:
+    """The seconds the work after the search would take if the search ended now, for the
+    answer it would hand over (`likely_answer`, by `timings`, the time runs so far): saving the
     answer's model (put together from the fold models its scoring kept, when every one it
     needs is in `kept`, node to the bytes of its models in fold order, and they fit in compose
     runs; else its training sets fitted `executors` at a time), on the holdout its refit on
     every train + valid row, and with `--select cv` the cross-validation of the top nodes;
     estimated from the scoring runs of the nodes involved (an ensemble's: its weighted
     members'), at most MAX_CLOSING_SHARE of the budget."""
-    best = journal.best()
+    best = likely_answer(journal, timings, one_row_limit(config))
     if best is None:
         return 0.0
     # One fit of a node on every training row it learns from, from its scoring: a holdout run
@@ -306,7 +337,8 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
         seconds += SAVE_SHARE * _scoring_seconds(journal, best) * per_fit * rounds
     elif holdout:  # nothing saved: the refit alone
         seconds += _scoring_seconds(journal, best) * per_fit
-    if config.save_model and not holdout and sizes:
+    if config.save_model and not holdout and sizes and (
+            timings is None or timings.answer_ms(members) is None):  # not timed yet
         seconds += time_run_seconds(sizes)
     if config.select == "cv":
         # Every fold of each top node side by side, dealt to the executors in turn: the

@@ -6,7 +6,9 @@ each. So the answer's one-row latency is a request's own work (reading its CSV, 
 reply) plus, for each member, the time of its k fold models on one row. Both are measured at
 the final selection in a sandbox run over the fold models the search kept (`time_models`: the
 median of warm calls; operators/fitted.py TIME): the chosen answer's members first, every kept
-node only when it is over the limit; trials measure nothing more. The session's pipe and the
+node only when it is over the limit (once already when a search round ends at the clock, so
+the reserve kept for the answer is the one it will be: engine/search_run.py); trials measure
+nothing more. The session's pipe and the
 engine's reading of the reply are not in it (`load().predict` against it:
 benchmarks/results/latency-limit-2026-12-07).
 
@@ -80,6 +82,14 @@ class Timings:
         ids = list(members)
         measured = [self.models_ms[i] for i in ids if i in self.models_ms]
         return self.request_ms + sum(measured) if measured else None
+
+    def adding(self, later: Timings | None) -> Timings:
+        """These timings with a later run's groups added (a request's cost stays this run's,
+        so every node is compared against the same one)."""
+        if later is None:
+            return self
+        return Timings(self.request_ms, self.models_ms | later.models_ms,
+                       self.members_ms | later.members_ms)
 
 
 def read_timings(stdout: str, names: list[str]) -> Timings | None:

@@ -153,8 +153,11 @@ def _closing(facts: dict[str, Any]) -> str:
     """The last start's work after its search, against the seconds the search left for it."""
     if "closing_seconds" not in facts:  # a run stored before the search kept time for it
         return ""
+    resumed = facts.get("resumed_seconds") or 0.0
     return (f"; selecting and saving the answer took {facts['closing_seconds']:.0f}s of it "
-            f"({facts.get('reserved_seconds', 0.0):.0f}s kept for that)")
+            f"({facts.get('reserved_seconds', 0.0):.0f}s kept for that)"
+            + (f"; the search went on {resumed:.0f}s once the answer's one-row time was "
+               "measured and it needed less" if resumed else ""))
 
 
 def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type: str,
