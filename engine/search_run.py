@@ -35,6 +35,7 @@ from engine.deploy.saved_model import answer_members
 from engine.evaluation.final import (
     MAX_CLOSING_SHARE,
     closing_seconds,
+    kept_compose_runs,
     limit_timings,
     one_row_limit,
     select_final,
@@ -243,7 +244,7 @@ class SearchRun:
                 progress.loop = loop
                 stats, interrupted = self._search(loop, progress)
                 resumed = 0.0
-                while self._may_resume(stats, interrupted):
+                while self._may_resume(stats, interrupted, budget.reserve):
                     # The reserve was kept for the journal's best; once its members are timed
                     # over the one-row limit, the answer is another, often far quicker to save.
                     timed = self._time_answer(workers, timed)
@@ -282,13 +283,18 @@ class SearchRun:
             raise KeyboardInterrupt
         return store.root
 
-    def _may_resume(self, stats: LoopStats, interrupted: bool) -> bool:
+    def _may_resume(self, stats: LoopStats, interrupted: bool, reserve: float) -> bool:
         """Whether a search round that ended may go on once the answer's latency is known: it
-        ended at the budget's clock (not Ctrl-C, nothing left, nodes or tokens), and the
-        answer is saved and chosen without cross-validating (`--select cv` runs anew)."""
-        config = self.config
+        ended at the budget's clock (not Ctrl-C, nothing left, nodes or tokens), the answer
+        is saved and chosen without cross-validating (`--select cv` runs anew), and the
+        `reserve` was kept to fit the journal's best again (a best put together from kept
+        fold models, or whatever it gives way to, takes seconds: timing it early would only
+        move the time runs out of the selection)."""
+        config, best = self.config, self.journal.best()
         return (not interrupted and stats.stopped_by == "wall clock" and config.save_model
-                and config.select != "cv")
+                and config.select != "cv" and best is not None
+                and reserve >= max(RESUME_SECONDS, RESUME_SHARE * config.budget)
+                and kept_compose_runs(best, self.store.kept_fold_models()) is None)
 
     def _time_answer(self, workers: Any, known: Timings | None) -> Timings | None:
         """The time runs the final selection begins with (`limit_timings`) for the journal's

@@ -152,6 +152,11 @@ def test_the_reserve_is_kept_for_the_answer_the_one_row_limit_leaves(task: Prepa
     # timed already, the quick node's time run is not kept back for again
     assert closing_seconds(journal, config(), folds, task, 1, kept, over) == pytest.approx(
         composed - time_run_seconds([[2**20] * 5]))
+    # A node kept since those time runs is timed when the best is held back again.
+    later = make_node("000000000003", metric=0.4, exec_seconds=10.0)
+    journal.add(later)
+    assert closing_seconds(journal, config(), folds, task, 1, {**kept, later.node_id: [2**20] * 5},
+                           over) == pytest.approx(composed)
     # Within the limit, or not measured, the best stays the answer; a stated limit counts.
     within = Timings(1.0, {quick.node_id: 3.0, slow.node_id: 10.0})
     assert closing_seconds(journal, config(), folds, task, 1, kept, within) == refit
@@ -268,6 +273,32 @@ def test_the_summary_says_what_the_closing_took(tmp_path: Path, task: PreparedTa
                                                        older).read_text()
 
 
+def test_a_round_goes_on_only_when_its_reserve_was_kept_to_fit_the_answer_again(
+        task: PreparedTask, tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from engine.loop import LoopStats
+    from engine.records.store import RunStore
+    from engine.search_run import SearchRun
+
+    store = RunStore.create(tmp_path / "runs", task, {"config": {}})
+    best = make_node("000000000001", metric=0.5)
+    run = SimpleNamespace(config=config(), journal=Journal([best]), store=store)
+    ended = LoopStats(stopped_by="wall clock")
+
+    def may_resume(stats: LoopStats = ended, interrupted: bool = False,
+                   reserve: float = 60.0, **changes: object) -> bool:
+        here = SimpleNamespace(**{**vars(run), "config": config(**changes)})
+        return SearchRun._may_resume(here, stats, interrupted, reserve)  # type: ignore[arg-type]
+
+    assert may_resume()  # not kept: saving it fits it again
+    assert not may_resume(reserve=10.0)  # too little to free
+    assert not may_resume(interrupted=True) and not may_resume(LoopStats(stopped_by="user"))
+    assert not may_resume(select="cv") and not may_resume(save_model=False)
+    store.keep_fold_models(best.node_id, [b"m"] * 5)  # put together from kept models
+    assert not may_resume()
+
+
 @pytest.mark.slow  # a whole search of a minute, on Ray and the sandbox: the slow step
 def test_a_search_goes_on_when_the_answers_measured_time_frees_its_reserve(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -285,6 +316,8 @@ def test_a_search_goes_on_when_the_answers_measured_time_frees_its_reserve(
         return 30.0 if timings is None else 1.0
 
     monkeypatch.setattr(search_run, "closing_seconds", planted)
+    # as if the best's fold models were too big to keep: saving it would fit it again
+    monkeypatch.setattr(search_run, "kept_compose_runs", lambda node, kept: None)
     make_data(tmp_path / "d.csv", rows=240)
     assert main(["--data", str(tmp_path / "d.csv"), "--target", "y", "--llm", "none",
                  "--budget", "60s", "--executors", "2", "--memory", "off",

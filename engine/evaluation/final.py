@@ -325,7 +325,7 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
     members = answer_members(best)
     kept = kept or {}
     sizes = [list(kept[i]) for i in members if i in kept]
-    compose = compose_runs(sizes) if sizes and len(sizes) == len(members) else None
+    compose = kept_compose_runs(best, kept)
     if config.save_model and not holdout and compose:
         nodes = [journal.get(i) for i in members if i in journal]
         megabytes = sum(map(sum, sizes)) / 2**20
@@ -337,9 +337,13 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
         seconds += SAVE_SHARE * _scoring_seconds(journal, best) * per_fit * rounds
     elif holdout:  # nothing saved: the refit alone
         seconds += _scoring_seconds(journal, best) * per_fit
-    if config.save_model and not holdout and sizes and (
-            timings is None or timings.answer_ms(members) is None):  # not timed yet
-        seconds += time_run_seconds(sizes)
+    # The time runs the selection makes still: the answer's members not timed yet, and once
+    # the journal's best is held back, every kept node not timed yet (what it may give way to).
+    held_back = best.node_id != getattr(journal.best(), "node_id", None)
+    untimed = [list(kept[i]) for i in (kept if held_back else members)
+               if i in kept and (timings is None or i not in timings.models_ms)]
+    if config.save_model and not holdout and untimed:
+        seconds += time_run_seconds(untimed)
     if config.select == "cv":
         # Every fold of each top node side by side, dealt to the executors in turn: the
         # busiest executor's share.
@@ -347,6 +351,16 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
                 for n in distinct_best(journal.eligible_nodes)[:CV_TOP_K] for _ in range(CV_FOLDS)]
         seconds += max(sum(runs[i::slots]) for i in range(slots))
     return min(seconds, MAX_CLOSING_SHARE * config.budget)
+
+
+def kept_compose_runs(node: Node, kept: Mapping[str, Sequence[int]]) -> list[list[int]] | None:
+    """The compose runs that would put `node`'s model together from its members' kept fold
+    models (`kept`: node to the bytes of its models in fold order); None when a member's are
+    not kept or a fold is too big for any run: the answer is fitted again."""
+    members = answer_members(node)
+    if not members or any(i not in kept for i in members):
+        return None
+    return compose_runs([list(kept[i]) for i in members])
 
 
 def time_run_seconds(sizes: Sequence[Sequence[int]]) -> float:
