@@ -18,7 +18,6 @@ search's code wrote is running code, so it never happens in this process.
 
 from __future__ import annotations
 
-import io
 import tempfile
 import weakref
 from dataclasses import fields
@@ -113,8 +112,7 @@ class Predictor:
             self._answer = Answer(self.run_dir)
             # The session is a sandboxed process: it ends with this predictor, or at exit.
             self._finalizer = weakref.finalize(self, self._answer.close)
-        predictions, _, _ = self._answer.predict(rows.copy(), "the rows given")
-        return pd.read_csv(io.BytesIO(predictions))
+        return self._answer.predict_frame(rows.copy(), "the rows given")
 
     def close(self) -> None:
         """End the sandboxed process that serves the saved model (a later predict starts

@@ -20,12 +20,15 @@ line and exit code 1.
 from __future__ import annotations
 
 import argparse
+import io
 import sys
+import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
+import numpy as np
 import pandas as pd
 
 from common.errors import EngineError, UserError, error_exit
@@ -50,6 +53,10 @@ from operators.fitted import SERVE, fitted_objects, fitted_wrapper
 from sandbox import ExecResult, Limits, SandboxError, Session, run_script, start_session
 
 DEFAULT_TIMEOUT = 600.0
+# A served answer's one-row p50 (`served_one_row_ms`): calls, and the sleep before each, so
+# each call finds the session idle as an interactive caller would (benchmarks/results/
+# latency-arrays-2026-12-07: 10 ms gaps).
+SERVED_CALLS, SERVED_GAP = 20, 0.01
 T = TypeVar("T")
 
 
@@ -170,6 +177,11 @@ class Answer:
                    "model)")
         return frame_csv(self.task, combine_predictions(self.task, parts)), len(frame), how
 
+    def predict_frame(self, rows: pd.DataFrame, source: object) -> pd.DataFrame:
+        """`predict`'s predictions as a frame (what the Python API hands back)."""
+        predictions, _, _ = self.predict(rows, source)
+        return pd.read_csv(io.BytesIO(predictions))
+
     def _served(self, new: bytes, count: int) -> list[pd.DataFrame]:
         assert self.states is not None
         if self._session is None or not self._session.alive:
@@ -208,6 +220,28 @@ def predict(run: Path, rows: Path, output: Path, *, refit: bool = False,
     output.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(output, predictions)
     return count, how
+
+
+def served_one_row_ms(run: Path, row: pd.DataFrame, calls: int = SERVED_CALLS,
+                      gap: float = SERVED_GAP) -> float | None:
+    """The p50 ms of `calls` warm one-row predictions of the run's saved answer as the API
+    serves them (its sandbox session, `predict_frame`), after a warm-up of 3, each after
+    `gap` seconds of sleep; None when it has no saved model or cannot serve one."""
+    try:
+        with Answer(run) as answer:
+            if answer.states is None:
+                return None
+            for _ in range(3):
+                answer.predict_frame(row.copy(), "a test row")
+            seconds = []
+            for _ in range(calls):
+                time.sleep(gap)
+                start = time.perf_counter()
+                answer.predict_frame(row.copy(), "a test row")
+                seconds.append(time.perf_counter() - start)
+    except (EngineError, UserError):
+        return None
+    return 1000.0 * float(np.median(seconds))
 
 
 def _read(parse: Callable[[], T]) -> T:

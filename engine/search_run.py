@@ -32,16 +32,10 @@ from common.errors import StoreError, UserError
 from engine.budget import Budget
 from engine.config import RunConfig, merge, task_yaml_text
 from engine.deploy.saved_model import answer_members
-from engine.evaluation.final import (
-    MAX_CLOSING_SHARE,
-    closing_seconds,
-    kept_compose_runs,
-    limit_timings,
-    one_row_limit,
-    select_final,
-)
+from engine.evaluation.closing import MAX_CLOSING_SHARE, closing_seconds, kept_compose_runs
+from engine.evaluation.final import limit_timings, select_final
 from engine.evaluation.folds import Folds, make_folds, search_rows
-from engine.evaluation.latency import Timings
+from engine.evaluation.latency import Timings, one_row_limit
 from engine.evaluation.selection import Selection
 from engine.loop import LoopStats, SearchLoop
 from engine.memory import (
@@ -52,6 +46,7 @@ from engine.memory import (
     still_recalled,
 )
 from engine.placement import llm_options, start_workers
+from engine.predict import served_one_row_ms
 from engine.progress import Progress
 from engine.records.outputs import write_outputs
 from engine.records.runs import open_run
@@ -269,7 +264,8 @@ class SearchRun:
                 selection = select_final(store, self.task, journal, tests, config, self.console,
                                          workers.run_script, workers.run_scripts,
                                          budget.seconds - budget.elapsed(), ctx=ctx,
-                                         known=timed)
+                                         known=timed, serve=lambda: served_one_row_ms(
+                                             store.root, self.task.test_X.head(1)))
                 store.drop_fold_models(set())  # best/model/ holds the answer's
                 spent = self._spent(before, stats, budget, interrupted, searched) | {
                     "resumed_seconds": resumed,

@@ -95,6 +95,20 @@ def _child(folder):
         os._exit(code)
 
 
+def _group_alive(pgid):
+    """Whether a process of group `pgid` still runs (a zombie does not)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat_file:
+                    fields = stat_file.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                return True
+    return False
+
+
 for _line in sys.stdin:
     _n = _line.strip()
     with open(f"input/request-{_n}.csv", encoding="utf-8") as _file:
@@ -107,6 +121,11 @@ for _line in sys.stdin:
         os.killpg(_pid, signal.SIGKILL)  # whatever the run started and left behind
     except OSError:
         pass
+    # A signal lands when the process next runs: the reply waits until the group is gone
+    # (a busy machine left a killed process running past the reply).
+    _deadline = time.monotonic() + 2.0
+    while _group_alive(_pid) and time.monotonic() < _deadline:
+        time.sleep(0.001)
     os.write(_REPLY, f"done {_n} {_status} {_usage.ru_maxrss}\\n".encode())
 '''
 

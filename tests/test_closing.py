@@ -21,15 +21,17 @@ from engine.deploy.saved_model import (
     saved_rows,
     training_inputs,
 )
-from engine.evaluation.final import (
+from engine.evaluation.closing import (
     COMPOSE_SECONDS,
     COMPOSE_SECONDS_PER_MB,
     MAX_CLOSING_SHARE,
     SAVE_SHARE,
+    SERVE_SECONDS,
     closing_seconds,
-    refit_rows,
+    serve_seconds,
     time_run_seconds,
 )
+from engine.evaluation.final import refit_rows
 from engine.evaluation.folds import HOLDOUT, make_folds
 from engine.evaluation.latency import Timings
 from engine.evaluation.select import CV_FOLDS
@@ -77,7 +79,9 @@ def test_the_plan_names_the_weighted_members_in_order(task: PreparedTask) -> Non
 def test_a_k_fold_answer_keeps_back_its_save_only(task: PreparedTask) -> None:
     folds = make_folds(task, 5)
     journal = Journal([make_node("n1", metric=0.5, exec_seconds=12.0)])
-    assert closing_seconds(journal, config(), folds, task, 1) == pytest.approx(SAVE_SHARE * 12.0)
+    # (and serving the saved answer once to time it: a node of no known size)
+    assert closing_seconds(journal, config(), folds, task, 1) == pytest.approx(
+        SAVE_SHARE * 12.0 + SERVE_SECONDS)
     # Nothing to save and nothing to refit: the search keeps the whole budget.
     assert closing_seconds(journal, config(save_model=False), folds, task, 1) == 0.0
     assert closing_seconds(Journal(), config(), folds, task, 1) == 0.0
@@ -100,20 +104,21 @@ def test_an_answer_put_together_from_kept_models_keeps_back_its_compose_runs(
     # and, before it, the time run over its members' kept models (engine/evaluation/latency.py)
     timing = COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * 10 + 2 * TIME_SECONDS
     assert time_run_seconds(list(small.values())) == pytest.approx(timing)
+    # and after it, serving the saved answer once to time it as served (10 MiB)
     assert closing_seconds(journal, config(), folds, task, 2, small) == pytest.approx(
-        one_run + timing)
+        one_run + timing + serve_seconds(10))
     # 236.5 MiB over five folds (README command 1, six members): more than one run may hand
     # back, so two runs side by side, or one after the other on one executor.
     big = {"000000000003": [24 * mib] * 5, "000000000002": [23 * mib] * 5}
     assert compose_runs(list(big.values())) == [[0, 1, 2], [3, 4]]
     timing = time_run_seconds(list(big.values()))
     assert closing_seconds(journal, config(), folds, task, 2, big) == pytest.approx(
-        COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * 235 + timing)
+        COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * 235 + timing + serve_seconds(235))
     assert closing_seconds(journal, config(), folds, task, 1, big) == pytest.approx(
-        2 * COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * 235 + timing)
+        2 * COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * 235 + timing + serve_seconds(235))
     # A member not kept, or a fold too big for any run: the members are fitted again (and the
     # kept ones timed).
-    fitted = SAVE_SHARE * 80.0 * 3 / 5
+    fitted = SAVE_SHARE * 80.0 * 3 / 5 + SERVE_SECONDS
     one = {"000000000003": [mib] * 5}
     assert closing_seconds(journal, config(), folds, task, 2, one) == pytest.approx(
         fitted + time_run_seconds([[mib] * 5]))
@@ -127,9 +132,9 @@ def test_the_saved_fits_run_in_rounds_of_the_executors(task: PreparedTask) -> No
     folds = make_folds(task, 5)
     journal = Journal([make_node("n1", metric=0.5, exec_seconds=10.0)])
     assert closing_seconds(journal, config(), folds, task, 2) == pytest.approx(
-        SAVE_SHARE * 10.0 * 3 / 5)
+        SAVE_SHARE * 10.0 * 3 / 5 + SERVE_SECONDS)
     assert closing_seconds(journal, config(), folds, task, 8) == pytest.approx(
-        SAVE_SHARE * 10.0 / 5)
+        SAVE_SHARE * 10.0 / 5 + SERVE_SECONDS)
     # the holdout's one refit cannot be split
     holdout = make_folds(task, HOLDOUT)
     assert closing_seconds(journal, config(), holdout, task, 2) == closing_seconds(
@@ -145,7 +150,7 @@ def test_the_reserve_is_kept_for_the_answer_the_one_row_limit_leaves(task: Prepa
     slow = make_node("000000000002", metric=0.6, exec_seconds=100.0)
     journal, kept = Journal([quick, slow]), {quick.node_id: [2**20] * 5}
     refit = closing_seconds(journal, config(), folds, task, 1, kept)
-    assert refit == pytest.approx(SAVE_SHARE * 100.0)
+    assert refit == pytest.approx(SAVE_SHARE * 100.0 + SERVE_SECONDS)
     composed = closing_seconds(Journal([quick]), config(), folds, task, 1, kept)
     assert composed < refit / 2
     over = Timings(1.0, {quick.node_id: 3.0, slow.node_id: 30.0})
@@ -175,7 +180,7 @@ def test_an_ensemble_counts_its_weighted_members_not_every_candidate(
     best = journal.best()
     assert best is not None and best.operator is Operator.ENSEMBLE
     assert closing_seconds(journal, config(), folds, task, 1) == pytest.approx(
-        SAVE_SHARE * (50.0 + 20.0))
+        SAVE_SHARE * (50.0 + 20.0) + SERVE_SECONDS)
 
 
 def test_a_holdout_answer_keeps_back_its_refit_on_more_rows(task: PreparedTask) -> None:
@@ -186,7 +191,7 @@ def test_a_holdout_answer_keeps_back_its_refit_on_more_rows(task: PreparedTask) 
     assert closing_seconds(journal, config(save_model=False), folds, task, 1) == pytest.approx(
         8.0 * rows)
     assert closing_seconds(journal, config(), folds, task, 1) == pytest.approx(
-        SAVE_SHARE * 8.0 * rows)
+        SAVE_SHARE * 8.0 * rows + SERVE_SECONDS)
 
 
 def test_a_sampled_holdout_keeps_back_its_refit_on_every_row(task: PreparedTask) -> None:
@@ -242,7 +247,7 @@ def test_select_cv_keeps_back_the_cross_validation_of_the_top_nodes(task: Prepar
     assert closing_seconds(journal, cv, folds, task, 1) == pytest.approx(CV_FOLDS * 60.0 / 5)
     assert closing_seconds(journal, cv, folds, task, 2) == pytest.approx(32.0)
     assert closing_seconds(journal, config(select="cv"), folds, task, 2) == pytest.approx(
-        32.0 + SAVE_SHARE * 25.0 * 3 / 5)
+        32.0 + SAVE_SHARE * 25.0 * 3 / 5 + SERVE_SECONDS)
 
 
 def test_a_slow_answer_never_takes_more_than_its_share(task: PreparedTask) -> None:

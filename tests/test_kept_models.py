@@ -38,6 +38,7 @@ from engine.evaluation.scoring import (
 )
 from engine.evaluation.select import one_at_a_time
 from engine.predict import main as predict_main
+from engine.predict import served_one_row_ms
 from engine.records.store import RunStore
 from engine.records.summary import model_lines
 from engine.run import main as run_main
@@ -265,6 +266,13 @@ def test_a_searched_answer_is_saved_from_its_kept_fold_models(tmp_path: Path,
     assert model["from"] == "the fold models its scoring kept" and model["fit_seconds"] == 0.0
     assert not any((run / "models").iterdir())  # the working copies are gone at the end
     task = RunStore.open(run).load_task()
+    # The selection served the saved answer and recorded its one-row p50, as one serves it
+    # again now; a run without a saved answer serves none.
+    selection = json.loads((run / "manifest.json").read_text())["selection"]
+    assert selection["latency"]["served_ms"] > 0
+    assert "; served, " in (run / "summary.md").read_text()
+    again = served_one_row_ms(run, task.test_X.head(1), calls=3, gap=0.0)
+    assert again is not None and again > 0
     rows = tmp_path / "rows.csv"
     task.test_X.to_csv(rows, index=False)
     capsys.readouterr()
@@ -283,6 +291,8 @@ def test_a_searched_answer_is_saved_from_its_kept_fold_models(tmp_path: Path,
     assert done.returncode == 0, done.stderr
     exported = pd.read_csv(bundle / "out.csv")["prediction"]
     assert np.allclose(exported, answer["prediction"], rtol=1e-9, atol=1e-9)
+    shutil.rmtree(run / "best" / "model")
+    assert served_one_row_ms(run, task.test_X.head(1), calls=3) is None
     shutil.rmtree(run)
 
 

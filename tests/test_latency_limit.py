@@ -19,7 +19,7 @@ from rich.console import Console
 from engine.config import RunConfig
 from engine.deploy.saved_model import answer_members, compose_answer
 from engine.evaluation.blend import ensemble_selection
-from engine.evaluation.final import limit_timings, select_final
+from engine.evaluation.final import limit_timings, select_final, serving_timings
 from engine.evaluation.folds import dev_labels, make_folds
 from engine.evaluation.latency import (
     Timings,
@@ -117,6 +117,28 @@ def test_an_ensemble_whose_measured_members_are_over_the_limit_is_held_back_unfi
                                      "ms: b 30.0; not measured: d)")
     again = Selection.read({"selection": Selection(
         "valid", "best valid score", "e2", "ensemble", Comparison("e2", "e1"),
+        latency=latency).to_json()})
+    assert again is not None and again.latency == latency
+
+
+def test_a_served_answer_over_the_limit_counts_what_serving_added() -> None:
+    # a and c timed at 1 + 3 + 4 = 8 ms, served at 22: a request costs 14 ms more
+    serving = serving_timings(PLANTED, ["a", "c"], 22.0)
+    assert serving is not None and serving.request_ms == 15.0
+    assert serving.models_ms == PLANTED.models_ms
+    assert serving_timings(PLANTED, ["a", "d"], 22.0) is None  # d was not timed
+    assert serving_timings(PLANTED, ["a"], None) is None
+    faster = serving_timings(PLANTED, ["a"], 2.0)  # served faster than timed: no discount
+    assert faster is not None and faster.request_ms == 1.0
+    latency = Latency(LIMIT, 8.0, 1.0, (("a", 3.0), ("c", 4.0)), served_ms=17.0,
+                      served_over=(("e1", 22.0),))
+    assert latency.change() == ("held back by the 20 ms one-row limit: served, e1 took 22 ms, "
+                                "so the rule chose again with a request costing what serving "
+                                "added")
+    assert latency.text() == ("one row 8.0 ms p50 warm (request 1.0 + models a 3.0, c 4.0 ms)"
+                              "; served, 17.0 ms p50")
+    again = Selection.read({"selection": Selection(
+        "valid", "best valid score", "a", "portfolio", Comparison("a", "e1"),
         latency=latency).to_json()})
     assert again is not None and again.latency == latency
 
@@ -241,9 +263,30 @@ def test_a_held_back_ensemble_gives_way_to_one_made_within_the_limit(
     assert record.latency.answer_ms == pytest.approx(8.0)
     assert record.latency.change().startswith(
         f"held back by the 20 ms one-row limit: e1 (34 ms: {down} 30.0, {up} 3.0)")
+    # Served, the made ensemble takes 22 ms, 14 more than its 8 timed: with a request that
+    # costly only one of up and flat fits, and the rule chooses between them; it is served
+    # again and recorded with what held the first back.
+    journal = Journal([n for n in journal if n.node_id != made.node_id])
+    served = [22.0, 17.0]
+    record = select_final(store, task, journal, {}, RunConfig(select="valid"),
+                          Console(quiet=True), run, one_at_a_time(run), ctx=ctx,
+                          serve=lambda: served.pop(0))
+    assert record.node_id in {up, flat} and served == []
+    assert record.latency is not None and record.latency.served_ms == 17.0
+    ((first_served, first_ms),) = record.latency.served_over
+    assert journal.get(first_served).operator is Operator.ENSEMBLE and first_ms == 22.0
+    assert f"served, {first_served} took 22 ms" in record.latency.change()
+    assert record.latency.text().endswith("; served, 17.0 ms p50")
+    # Served within the limit, the answer stands.
+    journal = Journal([n for n in journal if n.node_id != first_served])
+    kept = select_final(store, task, journal, {}, RunConfig(select="valid"),
+                        Console(quiet=True), run, one_at_a_time(run), ctx=ctx,
+                        serve=lambda: 19.0)
+    assert kept.latency is not None and kept.latency.served_over == ()
+    assert set(answer_members(journal.get(kept.node_id or ""))) == {up, flat}
     # Without the search's context nothing is made: the next best that fits, as before; and
     # nothing when no two fit together (3 + 17 ms beside a request's 1 is over 20).
-    journal = Journal([n for n in journal if n.node_id != made.node_id])
+    journal = Journal([n for n in journal if n.node_id != kept.node_id])
     again = select_final(store, task, journal, {}, RunConfig(select="valid"),
                          Console(quiet=True), run, one_at_a_time(run))
     assert again.node_id in {up, flat}

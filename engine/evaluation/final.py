@@ -4,14 +4,14 @@ refitted on every train + valid row (after a search on a sample, on as many as t
 affords: `refit_rows`). Runs on the search's executors: selection and fitting run scripts in
 the same sandboxes as every candidate.
 
-That work comes out of the budget: `closing_seconds` estimates it from the runs of the node
-that would be the answer now, and the search stops that much before the budget ends
-(`Budget.reserve`), so the process ends near the time the user asked for.
+That work comes out of the budget: engine/evaluation/closing.py estimates it, and the search
+stops that much before the budget ends (`Budget.reserve`), so the process ends near the time
+the user asked for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -28,12 +28,13 @@ from engine.deploy.saved_model import (
     saved_answer,
     training_inputs,
 )
+from engine.evaluation.closing import SAVE_SHARE, scoring_seconds
 from engine.evaluation.folds import HOLDOUT, Folds, dev_labels, make_folds
 from engine.evaluation.latency import (
-    ONE_ROW_MS,
     Timings,
     ensemble_within,
     measured_within,
+    one_row_limit,
     time_models,
     within_limit,
 )
@@ -45,7 +46,6 @@ from engine.evaluation.select import (
     BatchRunner,
     Runner,
     cross_fitted_score,
-    distinct_best,
     select_by_cv,
     select_confirmed,
 )
@@ -55,38 +55,31 @@ from engine.records.runs import kept_predictions
 from engine.records.store import RunStore
 from engine.task.prepare import PreparedTask
 from operators.context import TaskContext
-from operators.fitted import TIME_SECONDS, fitted_objects
-from operators.kinds.ensemble import weighted_members
+from operators.fitted import fitted_objects
 from sandbox import Limits
 from search.journal import Journal
 from search.node import Node
-
-# Saving the answer's model fits each training set again and replays each once: measured 1.3 to
-# 2.8 times its scoring runs' seconds (it over-reserves for an engine-written, unreplayed answer).
-SAVE_SHARE = 2.0
-# The answer's work after the search never takes more of the budget than this share.
-MAX_CLOSING_SHARE = 0.5
-# Putting the answer's model together from its kept fold models: a sandbox start and imports,
-# then about 35 ms a MiB of pickle. Measured: benchmarks/results/budget-end-2026-11-27.
-COMPOSE_SECONDS = 8.0
-COMPOSE_SECONDS_PER_MB = 0.04
 
 
 def select_final(store: RunStore, task: PreparedTask, journal: Journal,
                  tests: dict[str, float | None], config: RunConfig,
                  console: Console, run: Runner, run_all: BatchRunner,
                  seconds_left: float | None = None, ctx: TaskContext | None = None,
-                 known: Timings | None = None) -> Selection:
+                 known: Timings | None = None,
+                 serve: Callable[[], float | None] | None = None) -> Selection:
     """Choose the node the run hands over (`--select`, see engine/evaluation/select.py), make it
     the journal's `final` and put it in best/; return the record of the choice, the one place
     a `Selection` is made. `run` runs one script on the executors, `run_all` several side by
     side; `seconds_left` is what the budget leaves for it (None: no limit); with the search's
     `ctx`, a choice over the one-row limit may give way to an ensemble made to fit it
     (engine/evaluation/latency.py), stored as a node and its test score added to `tests`;
-    `known`: the search's time runs (`limit_timings`), not run again."""
+    `known`: the search's time runs (`limit_timings`), not run again; `serve`: the saved
+    answer's one-row p50 as served (engine.predict.served_one_row_ms), which the limit holds
+    too (`serving_timings`)."""
     best = journal.best()
     if best is None:
         return Selection(config.select, METHODS[config.select], None, "", Comparison(None))
+    search_best: Node = best
     limits = Limits(wall_seconds=config.exec_timeout)
     folds = store.load_folds()
     plan = folds or make_folds(task, 1)  # None: a run stored before folds, scored on the holdout
@@ -117,26 +110,36 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
     held_back_members: tuple[tuple[str, float], ...] = ()
     none_fit = False
     unmeasured: tuple[str, ...] = ()
-    if timings is not None and (timings.known_ms(members.get(first, [])) or 0.0) > limit:
+
+    def give_way(first: str, timings: Timings) -> tuple[Comparison, Node, bool] | None:
+        """What the rule chooses once `first` is over the limit by `timings`: an ensemble
+        made to fit is offered first, then the rule chooses among the nodes measured within
+        it (the fastest when none is); its choice, the best of them, whether none fit. None
+        when `first` fits or was not measured."""
         among, fastest = within_limit(journal, first, members, timings, limit)
-        if among is not journal:
+        if among is journal:
+            return None
+        made = ctx is not None and fitting_ensemble(
+            store, task, ctx, journal, timings, limit, journal.get(first), held_out_labels)
+        if made:
+            node, predictions = made
+            NodeRecorder(store, task, journal).record(node, predictions.test_raw,
+                                                      predictions, None)
+            tests[node.node_id] = predictions.test_raw
+            members[node.node_id] = answer_members(node)
+            console.print(f"made ensemble {node.node_id}: {node.plan}", markup=False)
+            among, fastest = within_limit(journal, first, members, timings, limit)
+        return ((Comparison(fastest, comparison.search_best) if fastest is not None
+                 else decide(among)), among.best() or search_best, fastest is not None)
+
+    if timings is not None and (timings.known_ms(members.get(first, [])) or 0.0) > limit:
+        given = give_way(first, timings)
+        if given is not None:
             held_back = ((first, timings.known_ms(members[first]) or 0.0),)
             held_back_members = tuple((i, timings.models_ms[i]) for i in members[first]
                                       if i in timings.models_ms)
             unmeasured = tuple(i for i in members[first] if i not in timings.models_ms)
-            made = ctx is not None and fitting_ensemble(
-                store, task, ctx, journal, timings, limit, journal.get(first), held_out_labels)
-            if made:
-                node, predictions = made
-                NodeRecorder(store, task, journal).record(node, predictions.test_raw,
-                                                          predictions, None)
-                tests[node.node_id] = predictions.test_raw
-                members[node.node_id] = answer_members(node)
-                console.print(f"made ensemble {node.node_id}: {node.plan}", markup=False)
-                among, fastest = within_limit(journal, first, members, timings, limit)
-            none_fit, best = fastest is not None, among.best() or best
-            comparison = (Comparison(fastest, comparison.search_best) if fastest is not None
-                          else decide(among))
+            comparison, best, none_fit = given
 
     def hand_over(winner: str, best: Node) -> tuple[str, Node, str, FittedAnswer | None,
                                                      Refit | None]:
@@ -197,10 +200,27 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
             winner, node, note, fitted, refit = hand_over(comparison.winner or top.node_id,
                                                           top)
             measured = answer_timings(task, node, timings, fitted, run, limits)
+
+    def served() -> float | None:
+        return serve() if serve is not None else None
+
+    served_ms = served()
+    served_over: tuple[tuple[str, float], ...] = ()
+    serving = serving_timings(timings, answer_members(node), served_ms)
+    if serving is not None and served_ms is not None and served_ms > limit and not none_fit:
+        given = give_way(winner, serving)
+        if given is not None:
+            served_over = ((winner, served_ms),)
+            comparison, top, none_fit = given
+            winner, node, note, fitted, refit = hand_over(comparison.winner or top.node_id,
+                                                          top)
+            measured = answer_timings(task, node, timings, fitted, run, limits)
+            served_ms = served()
     journal.choose(winner)
     latency = Latency(limit, *answer_latency(node, measured), held_back=held_back,
                       none_fit=none_fit, held_back_members=held_back_members,
-                      held_back_unmeasured=unmeasured)
+                      held_back_unmeasured=unmeasured, served_ms=served_ms,
+                      served_over=served_over)
     if measured is not None:
         console.print(f"the answer's {latency.text()}", markup=False)
     return Selection(
@@ -213,6 +233,20 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
     ).with_tests(tests)
 
 
+def serving_timings(timings: Timings | None, members: Sequence[str],
+                    served_ms: float | None) -> Timings | None:
+    """`timings` with a request costing what serving the answer made of `members` showed
+    beyond them: a served call also pays the session's pipe and the engine's reading of the
+    reply, and its models run colder (8 to 22 ms more on the lite tasks: benchmarks/results/
+    latency-arrays-2026-12-07). None when the answer's members were not all timed, or it was
+    not served."""
+    measured = None if timings is None else timings.answer_ms(members)
+    if timings is None or measured is None or served_ms is None:
+        return None
+    return Timings(timings.request_ms + max(0.0, served_ms - measured), timings.models_ms,
+                   timings.members_ms)
+
+
 def fitting_ensemble(store: RunStore, task: PreparedTask, ctx: TaskContext, journal: Journal,
                      timings: Timings, limit: float, held_back: Node,
                      truth: pd.Series) -> tuple[Node, HeldOut] | None:
@@ -221,12 +255,6 @@ def fitting_ensemble(store: RunStore, task: PreparedTask, ctx: TaskContext, jour
     kept = {node.node_id: held for node, held in kept_predictions(store, task, measured,
                                                                   len(truth))}
     return ensemble_within(task, ctx, journal, kept, truth, timings, limit, held_back)
-
-
-def one_row_limit(config: RunConfig) -> float:
-    """The one-row latency the answer is held to: the stated per-row limit, else ONE_ROW_MS."""
-    stated = config.max_predict_ms_per_row
-    return ONE_ROW_MS if stated is None else stated
 
 
 def kept_timings(store: RunStore, task: PreparedTask, journal: Journal, ids: Iterable[str],
@@ -255,18 +283,6 @@ def limit_timings(store: RunStore, task: PreparedTask, journal: Journal, first: 
     return timings
 
 
-def likely_answer(journal: Journal, timings: Timings | None, limit: float) -> Node | None:
-    """The node the selection would hand over as far as the time runs so far tell: the
-    journal's best, or when it was measured over `limit`, what it gives way to
-    (`within_limit`: the best measured within it, else the fastest)."""
-    best = journal.best()
-    if best is None or timings is None:
-        return best
-    members = {n.node_id: answer_members(n) for n in journal.eligible_nodes}
-    among, fastest = within_limit(journal, best.node_id, members, timings, limit)
-    return among.best() or (journal.get(fastest) if fastest is not None else best)
-
-
 def answer_timings(task: PreparedTask, node: Node, timings: Timings | None,
                    fitted: FittedAnswer | None, run: Runner, limits: Any) -> Timings | None:
     """What times the answer: the kept models' timings when they hold every member of it,
@@ -293,89 +309,6 @@ def answer_latency(node: Node, timings: Timings | None
     parts = (tuple(zip(ids, own, strict=True)) if len(own) == len(ids) else
              ((node.node_id, timings.models_ms[node.node_id]),))
     return timings.answer_ms([node.node_id]), timings.request_ms, parts
-
-
-def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
-                    task: PreparedTask, executors: int,
-                    kept: Mapping[str, Sequence[int]] | None = None,
-                    timings: Timings | None = None) -> float:
-    """The seconds the work after the search would take if the search ended now, for the
-    answer it would hand over (`likely_answer`, by `timings`, the time runs so far): saving the
-    answer's model (put together from the fold models its scoring kept, when every one it
-    needs is in `kept`, node to the bytes of its models in fold order, and they fit in compose
-    runs; else its training sets fitted `executors` at a time), on the holdout its refit on
-    every train + valid row, and with `--select cv` the cross-validation of the top nodes;
-    estimated from the scoring runs of the nodes involved (an ensemble's: its weighted
-    members'), at most MAX_CLOSING_SHARE of the budget."""
-    best = likely_answer(journal, timings, one_row_limit(config))
-    if best is None:
-        return 0.0
-    # One fit of a node on every training row it learns from, from its scoring: a holdout run
-    # scored it with one run on train (fewer rows; on a sample, far fewer), a k-fold run with k
-    # runs, one a fold.
-    slots = max(1, executors)
-    if folds is None or folds.k == HOLDOUT:
-        holdout, rounds, k = True, 1, 1
-        learned = len(task.train) if folds is None else len(folds.learn_rows(0))
-        per_fit = (len(task.train) + len(task.valid_y)) / max(1, learned)
-    else:
-        holdout, rounds, k = False, -(-folds.k // slots), folds.k
-        per_fit = 1.0 / folds.k
-    seconds = 0.0
-    members = answer_members(best)
-    kept = kept or {}
-    sizes = [list(kept[i]) for i in members if i in kept]
-    compose = kept_compose_runs(best, kept)
-    if config.save_model and not holdout and compose:
-        nodes = [journal.get(i) for i in members if i in journal]
-        megabytes = sum(map(sum, sizes)) / 2**20
-        seconds += (COMPOSE_SECONDS * -(-len(compose) // slots)
-                    + COMPOSE_SECONDS_PER_MB * megabytes
-                    + k * sum((n.predict_ms_per_row or 0.0) * len(task.test_X) / 1000
-                              for n in nodes))
-    elif config.save_model:
-        seconds += SAVE_SHARE * _scoring_seconds(journal, best) * per_fit * rounds
-    elif holdout:  # nothing saved: the refit alone
-        seconds += _scoring_seconds(journal, best) * per_fit
-    # The time runs the selection makes still: the answer's members not timed yet, and once
-    # the journal's best is held back, every kept node not timed yet (what it may give way to).
-    held_back = best.node_id != getattr(journal.best(), "node_id", None)
-    untimed = [list(kept[i]) for i in (kept if held_back else members)
-               if i in kept and (timings is None or i not in timings.models_ms)]
-    if config.save_model and not holdout and untimed:
-        seconds += time_run_seconds(untimed)
-    if config.select == "cv":
-        # Every fold of each top node side by side, dealt to the executors in turn: the
-        # busiest executor's share.
-        runs = [per_fit * _scoring_seconds(journal, n)
-                for n in distinct_best(journal.eligible_nodes)[:CV_TOP_K] for _ in range(CV_FOLDS)]
-        seconds += max(sum(runs[i::slots]) for i in range(slots))
-    return min(seconds, MAX_CLOSING_SHARE * config.budget)
-
-
-def kept_compose_runs(node: Node, kept: Mapping[str, Sequence[int]]) -> list[list[int]] | None:
-    """The compose runs that would put `node`'s model together from its members' kept fold
-    models (`kept`: node to the bytes of its models in fold order); None when a member's are
-    not kept or a fold is too big for any run: the answer is fitted again."""
-    members = answer_members(node)
-    if not members or any(i not in kept for i in members):
-        return None
-    return compose_runs([list(kept[i]) for i in members])
-
-
-def time_run_seconds(sizes: Sequence[Sequence[int]]) -> float:
-    """The time run over the kept fold models of the answer's members (`kept_timings`; the
-    bytes of each member's in fold order): a sandbox start and imports, the unpickling, and
-    at most about TIME_SECONDS of calls a member. A second run over every kept node, when
-    the answer is over the limit, is not kept back for."""
-    megabytes = sum(map(sum, sizes)) / 2**20
-    return COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * megabytes + TIME_SECONDS * len(sizes)
-
-
-def _scoring_seconds(journal: Journal, node: Node) -> float:
-    """The seconds a node's scoring runs took; an ensemble's are its weighted members'."""
-    ids = weighted_members(node) if node.operator.traits.combines else [node.node_id]
-    return sum(journal.get(i).exec_seconds for i in ids if i in journal)
 
 
 def kept_model(store: RunStore, task: PreparedTask, node: Node, folds: Folds | None,
@@ -411,7 +344,7 @@ def refit_rows(task: PreparedTask, journal: Journal, node: Node, folds: Folds | 
     learned, dev = len(folds.learn_rows(0)), len(folds.fold_of)
     ids = answer_members(node) or [node.node_id]
     fitting = sum(journal.get(i).train_seconds or 0.0 for i in ids if i in journal)
-    spare = seconds_left / SAVE_SHARE - _scoring_seconds(journal, node)
+    spare = seconds_left / SAVE_SHARE - scoring_seconds(journal, node)
     if fitting <= 0:
         return None
     rows = learned + int(max(0.0, spare) / fitting * learned)

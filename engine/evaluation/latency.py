@@ -12,6 +12,10 @@ nothing more. The session's pipe and the
 engine's reading of the reply are not in it (`load().predict` against it:
 benchmarks/results/latency-limit-2026-12-07).
 
+Once the answer is saved it is served as a user serves it (engine.predict.served_one_row_ms);
+over the limit that way, the rule chooses once more with a request costing what serving added
+(final.py `serving_timings`).
+
 The limit is the run's `max_predict_ms_per_row` when one is stated (the one fact "a row's
 prediction takes at most this"; the search checks it per row of a batch, the selection on one
 row alone), else ONE_ROW_MS. When the rule's choice is over it, the rule chooses again
@@ -41,6 +45,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from engine.config import RunConfig
 from engine.evaluation.blend import ensemble_selection
 from engine.evaluation.scoring import HeldOut
 from engine.evaluation.select import Runner
@@ -203,3 +208,9 @@ def ensemble_within(task: PreparedTask, ctx: TaskContext, journal: Journal,
         metric=task.metric.normalise(predictions.valid_raw), metric_raw=predictions.valid_raw,
         created_at=now, finished_at=now, **ensemble_cost(members).node_fields())
     return node, predictions
+
+
+def one_row_limit(config: RunConfig) -> float:
+    """The one-row latency the answer is held to: the stated per-row limit, else ONE_ROW_MS."""
+    stated = config.max_predict_ms_per_row
+    return ONE_ROW_MS if stated is None else stated

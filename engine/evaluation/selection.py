@@ -112,6 +112,8 @@ class Latency:
     held_back_members: tuple[tuple[str, float], ...] = ()
     # its members not measured (fold models too big to keep): its ms is a lower bound
     held_back_unmeasured: tuple[str, ...] = ()
+    served_ms: float | None = None  # the saved answer's one-row p50 as served (None: not)
+    served_over: tuple[tuple[str, float], ...] = ()  # (node, served ms) chosen, then replaced
 
     def text(self) -> str:
         """One line: the answer's one-row p50 and what it is made of."""
@@ -119,13 +121,21 @@ class Latency:
             return f"one row: not measured (limit {self.limit_ms:g} ms)"
         over = f", over the {self.limit_ms:g} ms limit" if self.answer_ms > self.limit_ms else ""
         parts = ", ".join(f"{node} {ms:.1f}" for node, ms in self.members)
+        served = ""
+        if self.served_ms is not None:
+            served_over = (f", over the {self.limit_ms:g} ms limit"
+                           if self.served_ms > self.limit_ms else "")
+            served = f"; served, {self.served_ms:.1f} ms p50{served_over}"
         return (f"one row {self.answer_ms:.1f} ms p50 warm{over} (request {self.request_ms:.1f}"
-                f" + models {parts} ms)")
+                f" + models {parts} ms){served}")
 
     def change(self) -> str:
         """What the limit changed, in words ("" when nothing)."""
+        served = "; ".join(f"served, {node} took {ms:.0f} ms, so the rule chose again with a "
+                           "request costing what serving added" for node, ms in self.served_over)
         if not self.held_back:
-            return ""
+            return f"held back by the {self.limit_ms:g} ms one-row limit: {served}" if served \
+                else ""
         at_least = "at least " if self.held_back_unmeasured else ""
         slow = ", ".join(f"{node} ({at_least * (i == 0)}{ms:.0f} ms"
                          f"{self._parts() if i == 0 else ''})"
@@ -133,7 +143,8 @@ class Latency:
         if self.none_fit:
             return (f"no measured node predicts one row within {self.limit_ms:g} ms "
                     f"({slow} chosen first): the fastest is taken")
-        return f"held back by the {self.limit_ms:g} ms one-row limit: {slow}"
+        return f"held back by the {self.limit_ms:g} ms one-row limit: {slow}" + (
+            f"; {served}" if served else "")
 
     def _parts(self) -> str:
         """The first held-back node's models, slowest first: ": a1 230.2, b2 1.1" ("" when
@@ -150,7 +161,8 @@ class Latency:
                 "request_ms": self.request_ms, "members": dict(self.members),
                 "held_back": dict(self.held_back), "none_fit": self.none_fit,
                 "held_back_members": dict(self.held_back_members),
-                "held_back_unmeasured": list(self.held_back_unmeasured)}
+                "held_back_unmeasured": list(self.held_back_unmeasured),
+                "served_ms": self.served_ms, "served_over": dict(self.served_over)}
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> Latency:
@@ -158,7 +170,8 @@ class Latency:
                    tuple((raw.get("members") or {}).items()),
                    tuple((raw.get("held_back") or {}).items()), bool(raw.get("none_fit")),
                    tuple((raw.get("held_back_members") or {}).items()),
-                   tuple(raw.get("held_back_unmeasured") or ()))
+                   tuple(raw.get("held_back_unmeasured") or ()), raw.get("served_ms"),
+                   tuple((raw.get("served_over") or {}).items()))
 
 
 @dataclass(frozen=True, slots=True)
