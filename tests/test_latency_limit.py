@@ -284,9 +284,18 @@ def test_a_held_back_ensemble_gives_way_to_one_made_within_the_limit(
                         serve=lambda: 19.0)
     assert kept.latency is not None and kept.latency.served_over == ()
     assert set(answer_members(journal.get(kept.node_id or ""))) == {up, flat}
+    # Served so slowly that no model fits beside what serving adds: the answer stands, and the
+    # record says it serves over the limit.
+    journal = Journal([n for n in journal if n.node_id != kept.node_id])
+    stands = select_final(store, task, journal, {}, RunConfig(select="valid"),
+                          Console(quiet=True), run, one_at_a_time(run), ctx=ctx,
+                          serve=lambda: 60.0)
+    assert stands.latency is not None and stands.latency.served_over == ()
+    assert stands.latency.text().endswith("; served, 60.0 ms p50, over the 20 ms limit")
+    assert set(answer_members(journal.get(stands.node_id or ""))) == {up, flat}
     # Without the search's context nothing is made: the next best that fits, as before; and
     # nothing when no two fit together (3 + 17 ms beside a request's 1 is over 20).
-    journal = Journal([n for n in journal if n.node_id != kept.node_id])
+    journal = Journal([n for n in journal if n.node_id != stands.node_id])
     again = select_final(store, task, journal, {}, RunConfig(select="valid"),
                          Console(quiet=True), run, one_at_a_time(run))
     assert again.node_id in {up, flat}

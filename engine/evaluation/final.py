@@ -208,8 +208,11 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
     served_over: tuple[tuple[str, float], ...] = ()
     serving = serving_timings(timings, answer_members(node), served_ms)
     if serving is not None and served_ms is not None and served_ms > limit and not none_fit:
+        # Only for an answer that serves within the limit: where what serving adds leaves no
+        # room for any model, the fastest would lose accuracy and serve over it all the same
+        # (wine's baseline served at 25 ms: benchmarks/results/served-limit-2026-12-07).
         given = give_way(winner, serving)
-        if given is not None:
+        if given is not None and not given[2]:
             served_over = ((winner, served_ms),)
             comparison, top, none_fit = given
             winner, node, note, fitted, refit = hand_over(comparison.winner or top.node_id,
