@@ -263,12 +263,21 @@ def test_a_held_back_ensemble_gives_way_to_one_made_within_the_limit(
     assert record.latency.answer_ms == pytest.approx(8.0)
     assert record.latency.change().startswith(
         f"held back by the 20 ms one-row limit: e1 (34 ms: {down} 30.0, {up} 3.0)")
-    # Served, the made ensemble takes 22 ms, 14 more than its 8 timed: with a request that
-    # costly only one of up and flat fits, and the rule chooses between them; it is served
-    # again and recorded with what held the first back.
+    # Served, the made ensemble takes 22 ms, 14 more than its 8 timed. Under the default
+    # limit that is recorded, and the answer stands.
     journal = Journal([n for n in journal if n.node_id != made.node_id])
-    served = [22.0, 17.0]
     record = select_final(store, task, journal, {}, RunConfig(select="valid"),
+                          Console(quiet=True), run, one_at_a_time(run), ctx=ctx,
+                          serve=lambda: 22.0)
+    assert record.latency is not None and record.latency.served_over == ()
+    assert record.latency.text().endswith("; served, 22.0 ms p50, over the 20 ms limit")
+    journal = Journal([n for n in journal if n.node_id != record.node_id])
+    # A stated limit holds as served: with a request that costly only one of up and flat
+    # fits, and the rule chooses between them; it is served again and recorded with what
+    # held the first back.
+    stated = RunConfig(select="valid", max_predict_ms_per_row=20.0)
+    served = [22.0, 17.0]
+    record = select_final(store, task, journal, {}, stated,
                           Console(quiet=True), run, one_at_a_time(run), ctx=ctx,
                           serve=lambda: served.pop(0))
     assert record.node_id in {up, flat} and served == []
@@ -279,7 +288,7 @@ def test_a_held_back_ensemble_gives_way_to_one_made_within_the_limit(
     assert record.latency.text().endswith("; served, 17.0 ms p50")
     # Served within the limit, the answer stands.
     journal = Journal([n for n in journal if n.node_id != first_served])
-    kept = select_final(store, task, journal, {}, RunConfig(select="valid"),
+    kept = select_final(store, task, journal, {}, stated,
                         Console(quiet=True), run, one_at_a_time(run), ctx=ctx,
                         serve=lambda: 19.0)
     assert kept.latency is not None and kept.latency.served_over == ()
@@ -287,7 +296,7 @@ def test_a_held_back_ensemble_gives_way_to_one_made_within_the_limit(
     # Served so slowly that no model fits beside what serving adds: the answer stands, and the
     # record says it serves over the limit.
     journal = Journal([n for n in journal if n.node_id != kept.node_id])
-    stands = select_final(store, task, journal, {}, RunConfig(select="valid"),
+    stands = select_final(store, task, journal, {}, stated,
                           Console(quiet=True), run, one_at_a_time(run), ctx=ctx,
                           serve=lambda: 60.0)
     assert stands.latency is not None and stands.latency.served_over == ()

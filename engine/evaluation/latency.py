@@ -12,9 +12,9 @@ nothing more. The session's pipe and the
 engine's reading of the reply are not in it (`load().predict` against it:
 benchmarks/results/latency-limit-2026-12-07).
 
-Once the answer is saved it is served as a user serves it (engine.predict.served_one_row_ms);
-over the limit that way, the rule chooses once more with a request costing what serving added
-(final.py `serving_timings`).
+Once the answer is saved it is served as a user serves it (engine.predict.served_one_row_ms) and
+the record gives that p50 too; over a limit the run states, the rule chooses once more with a
+request costing what serving added (final.py `serving_timings`).
 
 The limit is the run's `max_predict_ms_per_row` when one is stated (the one fact "a row's
 prediction takes at most this"; the search checks it per row of a batch, the selection on one
