@@ -68,7 +68,8 @@ class RunConfig:
     task_type: str | None = None  # "classification" | "regression"; None: inferred
     # Deployment constraints (task.yaml or the words of a plain-language --task); a node that
     # breaks one is not eligible as best. The final selection also holds the answer's warm
-    # one-row prediction to max_predict_ms_per_row (default: engine/evaluation/latency.py's).
+    # one-row prediction to max_predict_ms_per_row, as served (default: engine/evaluation/
+    # latency.py's, on its models' time run).
     max_predict_ms_per_row: float | None = None
     max_model_mb: float | None = None
     max_train_seconds: float | None = None
