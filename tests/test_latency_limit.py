@@ -71,6 +71,14 @@ def tree() -> tuple[Journal, dict[str, list[str]]]:
 PLANTED = Timings(request_ms=1.0, models_ms={"base": 2.0, "a": 3.0, "b": 30.0, "c": 4.0})
 
 
+def read_back(latency: Latency) -> Latency | None:
+    """`latency` as a run's record stores it and reads it again."""
+    again = Selection.read({"selection": Selection(
+        "valid", "best valid score", "e2", "ensemble", Comparison("e2", "e1"),
+        latency=latency).to_json()})
+    return None if again is None else again.latency
+
+
 def test_an_answer_is_a_request_and_every_members_models() -> None:
     assert PLANTED.answer_ms(["a", "c"]) == 1.0 + 3.0 + 4.0
     assert PLANTED.answer_ms(["a", "unmeasured"]) is None
@@ -115,10 +123,7 @@ def test_an_ensemble_whose_measured_members_are_over_the_limit_is_held_back_unfi
     one_measured = dataclasses.replace(latency, held_back_members=(("b", 30.0),))
     assert one_measured.change() == ("held back by the 20 ms one-row limit: e1 (at least 31 "
                                      "ms: b 30.0; not measured: d)")
-    again = Selection.read({"selection": Selection(
-        "valid", "best valid score", "e2", "ensemble", Comparison("e2", "e1"),
-        latency=latency).to_json()})
-    assert again is not None and again.latency == latency
+    assert read_back(latency) == latency
 
 
 def test_a_served_answer_over_the_limit_counts_what_serving_added() -> None:
@@ -137,10 +142,7 @@ def test_a_served_answer_over_the_limit_counts_what_serving_added() -> None:
                                 "added")
     assert latency.text() == ("one row 8.0 ms p50 warm (request 1.0 + models a 3.0, c 4.0 ms)"
                               "; served, 17.0 ms p50")
-    again = Selection.read({"selection": Selection(
-        "valid", "best valid score", "a", "portfolio", Comparison("a", "e1"),
-        latency=latency).to_json()})
-    assert again is not None and again.latency == latency
+    assert read_back(latency) == latency
 
 
 def test_when_nothing_fits_the_fastest_is_taken() -> None:
