@@ -97,6 +97,10 @@ def _child(folder):
 
 def _group_alive(pgid):
     """Whether a process of group `pgid` still runs (a zombie does not)."""
+    try:
+        os.killpg(pgid, 0)
+    except OSError:  # no process left in it at all: the common case, without reading /proc
+        return False
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:

@@ -69,14 +69,13 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
     seconds = 0.0
     members = answer_members(best)
     kept = kept or {}
-    sizes = [list(kept[i]) for i in members if i in kept]
     compose = kept_compose_runs(best, kept)
+    megabytes = sum(sum(kept[i]) for i in members if i in kept) / 2**20
     if config.save_model:
-        seconds += serve_seconds(sum(map(sum, sizes)) / 2**20 if compose and not holdout
+        seconds += serve_seconds(megabytes if compose and not holdout
                                  else k * _finite(best.model_mb))
     if config.save_model and not holdout and compose:
         nodes = [journal.get(i) for i in members if i in journal]
-        megabytes = sum(map(sum, sizes)) / 2**20
         seconds += (COMPOSE_SECONDS * -(-len(compose) // slots)
                     + COMPOSE_SECONDS_PER_MB * megabytes
                     + k * sum((n.predict_ms_per_row or 0.0) * len(task.test_X) / 1000

@@ -132,14 +132,13 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
         return ((Comparison(fastest, comparison.search_best) if fastest is not None
                  else decide(among)), among.best() or search_best, fastest is not None)
 
-    if timings is not None and (timings.known_ms(members.get(first, [])) or 0.0) > limit:
-        given = give_way(first, timings)
-        if given is not None:
-            held_back = ((first, timings.known_ms(members[first]) or 0.0),)
-            held_back_members = tuple((i, timings.models_ms[i]) for i in members[first]
-                                      if i in timings.models_ms)
-            unmeasured = tuple(i for i in members[first] if i not in timings.models_ms)
-            comparison, best, none_fit = given
+    given = give_way(first, timings) if timings is not None else None
+    if timings is not None and given is not None:
+        held_back = ((first, timings.known_ms(members[first]) or 0.0),)
+        held_back_members = tuple((i, timings.models_ms[i]) for i in members[first]
+                                  if i in timings.models_ms)
+        unmeasured = tuple(i for i in members[first] if i not in timings.models_ms)
+        comparison, best, none_fit = given
 
     def hand_over(winner: str, best: Node) -> tuple[str, Node, str, FittedAnswer | None,
                                                      Refit | None]:
