@@ -298,8 +298,26 @@ def test_file_over_the_size_guard_is_refused(
 ) -> None:
     path = _write(tmp_path, _frame(100, target=_binary_strings(100)))
     monkeypatch.setattr(task_checks, "MAX_DATA_BYTES", 100)
-    with pytest.raises(UserError, match=r"over the 100 B limit"):
+    with pytest.raises(UserError, match=r"over the 100 B this machine.s memory can search"):
         prepare_task(TaskSpec(path, "y"))
+
+
+def test_a_bad_byte_deep_in_the_file_is_named_at_its_offset(tmp_path: Path) -> None:
+    # The file is parsed from disk and scanned a MiB at a time only once it fails: an "é" (two
+    # bytes) straddles the first MiB's end, and a Latin-1 byte comes after it.
+    path = tmp_path / "data.csv"
+    head = b"name,y\n"
+    line = b"ab,1\n"
+    lines = ((1 << 20) - len(head)) // len(line)
+    filler = head + line * lines
+    pad = (1 << 20) - 2 - len(filler)  # then "x", then the "é" from the MiB's last byte on
+    body = filler + b"c" * pad + b"x\xc3\xa9,0\n" + line * 10
+    bad_at = len(body) + 3
+    path.write_bytes(body + b"caf\xe9,1\n" + line * 10)
+    assert body.index(b"\xc3\xa9") == (1 << 20) - 1
+    with pytest.raises(UserError) as caught:
+        prepare_task(TaskSpec(path, "y"))
+    assert f"byte 0xe9 at offset {bad_at})" in str(caught.value)
 
 
 def test_utf8_with_byte_order_mark_is_accepted(tmp_path: Path) -> None:

@@ -6,9 +6,10 @@ written).
 
 from __future__ import annotations
 
+import codecs
 import csv
 import difflib
-import io
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -18,9 +19,10 @@ import pandas as pd
 from common.errors import UserError
 from common.metric import DEFAULT_METRIC, METRICS, MetricSpec, label_str
 
-# Larger files than this are refused rather than read: a CSV loads at several times its size in
-# memory, once in the driver and again in every candidate's process.
-MAX_DATA_BYTES = 1 << 30
+# Larger files than this are refused rather than read: a 10-minute run of a 2 GB CSV peaked at
+# 7.7 times its size, the driver's reading and splitting at 5.3 times, the answer's refit reading
+# every row again beside it (benchmarks/results/big-data-2026-12-07b).
+MAX_DATA_BYTES = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 10
 # Below this a 60/20/20 split leaves single-row splits on which no metric means anything.
 MIN_ROWS = 10
 # A non-numeric target with more distinct values than this is an id or free text, not a class.
@@ -124,6 +126,7 @@ def resolve_metric(name: str | None, task_type: str) -> MetricSpec:
 
 
 def read_csv(path: Path, role: str) -> pd.DataFrame:
+    """The user's CSV as a frame, or a UserError saying what is wrong with the file."""
     if not path.exists():
         raise UserError(f"{role} {path} does not exist; check the path (working dir {Path.cwd()})")
     if path.is_dir():
@@ -133,26 +136,13 @@ def read_csv(path: Path, role: str) -> pd.DataFrame:
     size = path.stat().st_size
     if size > MAX_DATA_BYTES:
         raise UserError(
-            f"{role} {path} is {_size(size)}, over the {_size(MAX_DATA_BYTES)} limit; "
-            "pass a sample of it (e.g. pandas df.sample(n=...).to_csv(...))"
+            f"{role} {path} is {_size(size)}, over the {_size(MAX_DATA_BYTES)} this machine's "
+            "memory can search (a tenth of it); pass a sample of it (e.g. pandas "
+            "df.sample(n=...).to_csv(...))"
         )
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        message = f"cannot read {role} {path}: {exc.strerror}; check its permissions"
-        raise UserError(message) from exc
-    try:
-        # utf-8-sig is utf-8 that also drops a leading byte-order mark (Excel writes one).
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UserError(
-            f"{role} {path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
-            f"{exc.start}); re-save it as a UTF-8 CSV, e.g. df.to_csv(path, encoding='utf-8')"
-        ) from exc
-    del raw
-    if not text.strip():
+    header = _raw_header(path, role)
+    if not any(name.strip() for name in header):
         raise UserError(f"{role} {path} is empty; it needs a header line and rows of data")
-    header = _raw_header(text, path, role)
     duplicates = [name for name, count in Counter(header).items() if count > 1]
     if duplicates:
         raise UserError(
@@ -160,27 +150,64 @@ def read_csv(path: Path, role: str) -> pd.DataFrame:
             "rename them so every column name is unique"
         )
     try:
-        frame = pd.read_csv(io.StringIO(text), low_memory=False)
+        # Parsed from the file: its bytes, text and a StringIO held at once took 8 GiB for a
+        # 1 GB CSV against 3 GiB (benchmarks/results/big-data-2026-12-07b).
+        # utf-8-sig is utf-8 that also drops a leading byte-order mark (Excel writes one).
+        frame = pd.read_csv(path, low_memory=False, encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise _not_utf8(path, role) from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
         raise UserError(
             f"{role} {path} is not a readable CSV ({one_line(exc)}); fix it so every row has "
             "as many comma-separated fields as the header"
         ) from exc
+    except OSError as exc:
+        message = f"cannot read {role} {path}: {exc.strerror}; check its permissions"
+        raise UserError(message) from exc
     if len(frame) == 0:
         raise UserError(f"{role} {path} has a header but no data rows")
     return frame
 
 
-def _raw_header(text: str, path: Path, role: str) -> list[str]:
-    # pandas renames a repeated column `a` to `a.1`; the header as written shows the repeat.
+def _raw_header(path: Path, role: str) -> list[str]:
+    """The first line with a field, as written (pandas renames a repeated column `a` to `a.1`;
+    the header as written shows the repeat); [] for a file of blank lines. Reads only as far
+    as that line."""
     try:
-        for row in csv.reader(io.StringIO(text)):
-            if row:
-                return row
+        with path.open(encoding="utf-8-sig", newline="") as file:
+            for row in csv.reader(file):
+                if any(field.strip() for field in row):
+                    return row
+    except UnicodeDecodeError:
+        raise _not_utf8(path, role) from None
     except csv.Error as exc:
         message = f"{role} {path} is not a readable CSV ({exc}); fix its header line"
         raise UserError(message) from exc
+    except OSError as exc:
+        message = f"cannot read {role} {path}: {exc.strerror}; check its permissions"
+        raise UserError(message) from exc
     return []
+
+
+def _not_utf8(path: Path, role: str) -> UserError:
+    """The error for a file that is not UTF-8, naming its first bad byte and its offset (found
+    by decoding the file a chunk at a time)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    with path.open("rb") as file:
+        while chunk := file.read(1 << 20):
+            pending = len(decoder.getstate()[0])
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError as exc:
+                at = offset - pending + exc.start
+                return UserError(
+                    f"{role} {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
+                    f"offset {at}); re-save it as a UTF-8 CSV, e.g. "
+                    "df.to_csv(path, encoding='utf-8')")
+            offset += len(chunk)
+    return UserError(f"{role} {path} is not UTF-8 text (it ends inside a character); re-save it "
+                     "as a UTF-8 CSV, e.g. df.to_csv(path, encoding='utf-8')")
 
 
 def check_target_column(frame: pd.DataFrame, target: str, path: Path) -> None:
