@@ -10,8 +10,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.model_selection import train_test_split
 
 import engine.task.checks as task_checks
+import engine.task.prepare as prepare_module
 from common.errors import StoreError, UserError
 from common.metric import label_str, label_strs, positive_label
 from engine.task.prepare import (
@@ -155,6 +157,23 @@ def test_split_is_stratified(tmp_path: Path) -> None:
     for labels in (task.train["y"], task.valid_y, task.test_y):
         share = float((labels == "rare").mean())
         assert share == pytest.approx(0.10, abs=0.005)
+
+
+def test_split_by_class_codes_is_sklearns_split_by_label_text() -> None:
+    # The strata are integer codes in the labels' text order, so the rows each split gets are
+    # the ones sklearn picks from the texts: "10" sorts before "9", "b" appears first.
+    rng = np.random.default_rng(3)
+    target = pd.Series(rng.choice([9, 10, 2, 31], size=2000, p=[0.5, 0.3, 0.15, 0.05]))
+    words = pd.Series(rng.choice(["b", "a", "C"], size=2000))
+    for labels in (target, words):
+        idx = np.arange(len(labels))
+        texts = label_strs(labels)
+        for share, seed in ((0.2, 0), (0.25, 7)):
+            ours = prepare_module._split(idx, prepare_module._strata(labels, "multiclass"),
+                                         share, seed)
+            theirs = train_test_split(idx, test_size=share, random_state=seed, stratify=texts)
+            for got, want in zip(ours, theirs, strict=True):
+                np.testing.assert_array_equal(got, want)
 
 
 def test_rare_class_falls_back_to_unstratified_split(tmp_path: Path) -> None:
