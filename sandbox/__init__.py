@@ -5,7 +5,8 @@ harness contract and returns an `ExecResult`; a crash, timeout or OOM is a statu
 our own failure to build the sandbox raises `SandboxError`. `start_session` starts a script
 confined the same way that stays up and serves requests (sandbox/_session.py); a `WarmRunner`
 runs engine-written scripts as `run_script` does, each forked from such a session that imported
-their modules once (sandbox/_warm.py).
+their modules once (sandbox/_warm.py). Workdirs left by a process that was killed are removed
+by the next one that makes a workdir beside them (sandbox/_workdirs.py).
 """
 
 from sandbox._runner import SUBMISSION_CAP, THREAD_ENV, isolation_mode, run_script

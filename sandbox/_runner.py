@@ -17,7 +17,6 @@ import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import warnings
@@ -36,6 +35,7 @@ from sandbox._isolation import (
 )
 from sandbox._status import classify
 from sandbox._types import ExecResult, Limits, SandboxError
+from sandbox._workdirs import new_workdir
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ def execute(
     root = Path(workdir_root) if workdir_root is not None else None
     if root is not None:
         root.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix="sbx-", dir=root)).resolve()
+    workdir = new_workdir(root=root)
     try:
         _lay_out(workdir, code, inputs, plan, uid)
         return _run(code, workdir, limits, plan, uid, extra_ro_paths)

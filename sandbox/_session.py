@@ -24,7 +24,6 @@ import os
 import selectors
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -34,6 +33,7 @@ from pathlib import Path
 from sandbox._isolation import build_argv, new_uid
 from sandbox._runner import _environment, _lay_out, _read_submission, _sweep, _Tail, current_plan
 from sandbox._types import Limits, SandboxError
+from sandbox._workdirs import new_workdir
 
 REPLY_FD_ENV = "TREEML_REPLY_FD"
 REQUEST_FILE = "request-{n}.csv"  # under input/
@@ -63,7 +63,7 @@ class Session:
         self._count = 0
         self._closed = False
         self._lock = threading.Lock()
-        self.workdir = Path(tempfile.mkdtemp(prefix="sbx-session-")).resolve()
+        self.workdir = new_workdir("session-")
         self._output = _Tail(limits.output_bytes)
         ready_r, ready_w = os.pipe()
         reply_r, reply_w = os.pipe()

@@ -4,7 +4,11 @@ failure is a status, a hang or a death a new session for the next run."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import textwrap
 import uuid
 from pathlib import Path
@@ -13,6 +17,7 @@ import pytest
 
 from actors.workers import _ExecutorWorker
 from sandbox import Limits, WarmRunner, run_script
+from sandbox._workdirs import sweep_orphans
 from search.families import WARM_MODULES
 from tests.helpers import processes_with
 
@@ -121,3 +126,51 @@ def test_an_executor_runs_engine_code_warm_and_counts_its_memory() -> None:
         assert executor.peak_candidate_bytes() >= 300 * 2**20
     finally:
         executor.warm.close()
+
+
+# A process that runs one warm run and is then killed, as `ray.kill` kills an executor: its
+# session's workdir is never removed by it.
+_KILLED_EXECUTOR = textwrap.dedent("""
+    import os, signal, sys
+    from sandbox import Limits, WarmRunner
+    runner = WarmRunner()
+    result = runner.run("print('ran')", {}, Limits(wall_seconds=30), ())
+    assert result.status == "ok", result
+    print(runner._session.workdir, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+@needs_bwrap
+def test_a_killed_executors_workdir_is_removed_by_the_next_sandbox(tmp_path: Path) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(PROJECT_ROOT)}
+    killed = subprocess.run([sys.executable, "-c", _KILLED_EXECUTOR], env=env, cwd=PROJECT_ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    orphan = Path(killed.stdout.strip())
+    assert orphan.parent == temp and orphan.is_dir()
+    nearby = temp / "sbx-not-a-workdir"
+    nearby.mkdir()
+    later = subprocess.run([sys.executable, "-c", "from sandbox import Limits, run_script; "
+                            "print(run_script('print(1)', {}, Limits(wall_seconds=30)).status)"],
+                           env=env, cwd=PROJECT_ROOT, capture_output=True, text=True,
+                           timeout=120)
+    assert later.stdout.strip() == "ok", later.stderr
+    assert not orphan.exists()
+    assert sorted(p.name for p in temp.iterdir()) == [nearby.name]
+
+
+def test_only_workdirs_whose_maker_ended_are_swept(tmp_path: Path) -> None:
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)
+    dead = int(ended.stdout)
+    names = [f"sbx-{dead}-a", f"sbx-session-{dead}-b", f"sbx-{os.getpid()}-c", "sbx-x1-d"]
+    for name in names:
+        (tmp_path / name).mkdir()
+    (tmp_path / f"sbx-{dead}-file").write_text("not a workdir")
+    removed = sweep_orphans(tmp_path)
+    assert sorted(p.name for p in removed) == names[:2]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [*names[2:], f"sbx-{dead}-file"])
