@@ -25,6 +25,7 @@ from engine.evaluation.closing import (
     COMPOSE_SECONDS,
     COMPOSE_SECONDS_PER_MB,
     MAX_CLOSING_SHARE,
+    REFIT_SHARE,
     SAVE_SHARE,
     SERVE_SECONDS,
     closing_seconds,
@@ -192,6 +193,27 @@ def test_a_holdout_answer_keeps_back_its_refit_on_more_rows(task: PreparedTask) 
         8.0 * rows)
     assert closing_seconds(journal, config(), folds, task, 1) == pytest.approx(
         SAVE_SHARE * 8.0 * rows + SERVE_SECONDS)
+
+
+def test_an_engine_written_holdout_answer_is_refitted_at_its_own_share(
+        task: PreparedTask) -> None:
+    # make_model() code is saved by its one refit, no replay: REFIT_SHARE of its scaled scoring
+    # seconds, for the reserve and for the rows it affords; a k-fold save keeps SAVE_SHARE.
+    ctx = task_context(task, 0)
+    code = assemble(ctx, model_code(ctx, "lgbm", {"n_estimators": 20}))
+    node = dataclasses.replace(make_node("n1", metric=0.5, exec_seconds=8.0, code=code),
+                               train_seconds=2.0)
+    journal = Journal([node])
+    holdout = make_folds(task, HOLDOUT)
+    rows = (len(task.train) + len(task.valid_y)) / len(task.train)
+    assert REFIT_SHARE < SAVE_SHARE
+    assert closing_seconds(journal, config(), holdout, task, 1) == pytest.approx(
+        REFIT_SHARE * 8.0 * rows + SERVE_SECONDS)
+    assert closing_seconds(journal, config(), make_folds(task, 5), task, 1) == pytest.approx(
+        SAVE_SHARE * 8.0 + SERVE_SECONDS)
+    sampled = make_folds(task, HOLDOUT, rows=40)
+    learned = len(sampled.learn_rows(0))
+    assert refit_rows(task, journal, node, sampled, REFIT_SHARE * (8.0 + 2.0)) == 2 * learned
 
 
 def test_a_sampled_holdout_keeps_back_its_refit_on_every_row(task: PreparedTask) -> None:

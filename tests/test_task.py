@@ -14,6 +14,7 @@ from sklearn.model_selection import train_test_split
 
 import engine.task.checks as task_checks
 import engine.task.prepare as prepare_module
+import engine.task.text as text_module
 from common.errors import StoreError, UserError
 from common.metric import label_str, label_strs, positive_label
 from engine.task.prepare import (
@@ -121,6 +122,8 @@ def test_label_helpers() -> None:
                    np.array([1, 0], dtype=np.int8), pd.Series(["b", "a", "b"], dtype="string"),
                    np.array([True, 1, 1.0, "x"], dtype=object), []):
         assert list(label_strs(values)) == [label_str(v) for v in values]  # one by one's
+    text = np.array(["b", "a", "7"], dtype=object)  # all text: its own labels, in a copy
+    assert list(label_strs(text)) == ["b", "a", "7"] and label_strs(text) is not text
     assert sorted_labels(["10", "9", "2"]) == ("2", "9", "10")
     assert sorted_labels(["b", "a"]) == ("a", "b")
     assert positive_label(("0", "1")) == "1"
@@ -459,6 +462,43 @@ def test_preview_of_a_wide_table_stays_short(tmp_path: Path) -> None:
 def test_preview_is_identical_across_prepare_calls(tmp_path: Path) -> None:
     frame = _frame(300, target=_binary_strings(300))
     assert _prepare(tmp_path, frame).preview() == _prepare(tmp_path, frame).preview()
+
+
+def test_the_feature_preview_relates_columns_on_a_seeded_sample_of_a_large_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    frame = _frame(400)
+    frame["y"] = frame["x1"] * 3 + np.random.default_rng(1).normal(size=400) * 4
+    task = _prepare(tmp_path, frame)
+    whole = task.feature_preview()
+    monkeypatch.setattr(text_module, "_RELATED_ROWS", 60)
+    sampled = _prepare(tmp_path, frame).feature_preview()
+    rows = task.train.sample(n=60, random_state=task.seed)
+    expected = {name: abs(rows[name].corr(rows["y"], method="spearman")) for name in ("x1", "x2")}
+    line = sampled.splitlines()[-1]
+    assert line.startswith("Most related to the target")
+    assert all(f"{name} {value:.2f}" in line for name, value in expected.items()), line
+    assert line != whole.splitlines()[-1]  # 60 of 240 train rows tell another story
+    monkeypatch.setattr(text_module, "_RELATED_ROWS", len(task.train))
+    assert _prepare(tmp_path, frame).feature_preview() == whole  # not over: every row
+
+
+def test_preparing_a_task_computes_its_column_facts_once(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    counted = prepare_module.column_facts
+
+    def counting(*args: object) -> object:
+        calls.append(1)
+        return counted(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(prepare_module, "column_facts", counting)
+    task = _prepare(tmp_path, _frame(100, target=_binary_strings(100)))
+    preview, features = task.preview(), task.feature_preview()
+    assert len(calls) == 1
+    save_task(task, tmp_path / "task")
+    loaded = load_task(tmp_path / "task")  # a stored task computes them when asked
+    assert (loaded.preview(), loaded.feature_preview()) == (preview, features)
+    assert len(calls) == 2
 
 
 # --- real data sets, when the shared copies are present ---------------------------------------

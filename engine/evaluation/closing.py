@@ -20,6 +20,7 @@ from engine.evaluation.latency import Timings, one_row_limit, within_limit
 from engine.evaluation.select import CV_FOLDS, CV_TOP_K, distinct_best
 from engine.task.prepare import PreparedTask
 from operators.fitted import TIME_SECONDS
+from operators.harness import defines_make_model
 from operators.kinds.ensemble import weighted_members
 from search.journal import Journal
 from search.node import Node
@@ -27,6 +28,10 @@ from search.node import Node
 # Saving the answer's model fits each training set again and replays each once: measured 1.3 to
 # 2.8 times its scoring runs' seconds (it over-reserves for an engine-written, unreplayed answer).
 SAVE_SHARE = 2.0
+# A holdout answer that defines make_model() is saved by its one refit, with no replay: measured
+# 0.50 and 0.84 of its scoring runs' seconds scaled to the refit's rows, where SAVE_SHARE kept
+# twice that (benchmarks/results/refit-share-2026-12-07).
+REFIT_SHARE = 1.25
 # The answer's work after the search never takes more of the budget than this share.
 MAX_CLOSING_SHARE = 0.5
 # Putting the answer's model together from its kept fold models: a sandbox start and imports,
@@ -81,7 +86,7 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
                     + k * sum((n.predict_ms_per_row or 0.0) * len(task.test_X) / 1000
                               for n in nodes))
     elif config.save_model:
-        seconds += SAVE_SHARE * scoring_seconds(journal, best) * per_fit * rounds
+        seconds += save_share(best, holdout) * scoring_seconds(journal, best) * per_fit * rounds
     elif holdout:  # nothing saved: the refit alone
         seconds += scoring_seconds(journal, best) * per_fit
     # The time runs the selection makes still: the answer's members not timed yet, and once
@@ -134,6 +139,12 @@ def time_run_seconds(sizes: Sequence[Sequence[int]]) -> float:
 def serve_seconds(megabytes: float) -> float:
     """Serving a saved answer of `megabytes` once, to time it as a user gets it."""
     return SERVE_SECONDS + SERVE_SECONDS_PER_MB * megabytes
+
+
+def save_share(node: Node, holdout: bool) -> float:
+    """The seconds saving `node`'s model takes, as a multiple of its scoring runs' (scaled to
+    the rows it learns from)."""
+    return REFIT_SHARE if holdout and defines_make_model(node.code) else SAVE_SHARE
 
 
 def scoring_seconds(journal: Journal, node: Node) -> float:

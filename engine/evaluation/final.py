@@ -28,7 +28,7 @@ from engine.deploy.saved_model import (
     saved_answer,
     training_inputs,
 )
-from engine.evaluation.closing import SAVE_SHARE, scoring_seconds
+from engine.evaluation.closing import save_share, scoring_seconds
 from engine.evaluation.folds import HOLDOUT, Folds, dev_labels, make_folds
 from engine.evaluation.latency import (
     Timings,
@@ -342,7 +342,7 @@ def kept_model(store: RunStore, task: PreparedTask, node: Node, folds: Folds | N
 def refit_rows(task: PreparedTask, journal: Journal, node: Node, folds: Folds | None,
                seconds_left: float | None) -> int | None:
     """How many train + valid rows the answer of a search on a sample is refitted on: as many
-    as `seconds_left` affords (at least the sample's), taking SAVE_SHARE times its scoring
+    as `seconds_left` affords (at least the sample's), taking `save_share` times its scoring
     runs, whose fits grow with the rows and the rest (start, reading, predicting) does not;
     None (every row) when the search used them all or they fit."""
     if seconds_left is None or folds is None or not folds.sampled:
@@ -350,7 +350,7 @@ def refit_rows(task: PreparedTask, journal: Journal, node: Node, folds: Folds | 
     learned, dev = len(folds.learn_rows(0)), len(folds.fold_of)
     ids = answer_members(node) or [node.node_id]
     fitting = sum(journal.get(i).train_seconds or 0.0 for i in ids if i in journal)
-    spare = seconds_left / SAVE_SHARE - scoring_seconds(journal, node)
+    spare = seconds_left / save_share(node, folds.k == HOLDOUT) - scoring_seconds(journal, node)
     if fitting <= 0:
         return None
     rows = learned + int(max(0.0, spare) / fitting * learned)

@@ -143,6 +143,12 @@ class PreparedTask:
     def _facts(self) -> list[Any]:
         return column_facts(self.train, self.target)
 
+    def knowing(self, facts: list[Any]) -> PreparedTask:
+        """This task, its column facts known already (a large table's took 10 s to compute,
+        and preparing it had them for the description)."""
+        self.__dict__["_facts"] = facts  # as cached_property stores them
+        return self
+
 
 def prepare_task(spec: TaskSpec, seed: int = 0) -> PreparedTask:
     """Read, check, type, split and describe the data of `spec`; raise UserError on bad input."""
@@ -361,7 +367,8 @@ def _assemble(
         split_files={name: files[name] for name in SPLIT_FILES}, text=text,
     )
     if description is None:
-        description = render_description(task, column_facts(train, target), dropped)
+        facts = column_facts(train, target)
+        return replace(task, description=render_description(task, facts, dropped)).knowing(facts)
     return replace(task, description=description)
 
 
