@@ -19,10 +19,10 @@ import pandas as pd
 from common.errors import UserError
 from common.metric import DEFAULT_METRIC, METRICS, MetricSpec, label_str
 
-# Larger files than this are refused rather than read: a 10-minute run of a 2 GB CSV peaked at
-# 7.7 times its size, the driver's reading and splitting at 5.3 times, the answer's refit reading
-# every row again beside it (benchmarks/results/big-data-2026-12-07b).
-MAX_DATA_BYTES = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 10
+# Larger files than this are refused rather than read: 10-minute runs of a 2 GB CSV peaked at 7.7
+# and 8.6 times its size, the driver's reading and splitting at 5.3 times, the answer's refit
+# reading rows again beside it (benchmarks/results/big-data-2026-12-07b).
+MAX_DATA_BYTES = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 12
 # Below this a 60/20/20 split leaves single-row splits on which no metric means anything.
 MIN_ROWS = 10
 # A non-numeric target with more distinct values than this is an id or free text, not a class.
@@ -137,7 +137,7 @@ def read_csv(path: Path, role: str) -> pd.DataFrame:
     if size > MAX_DATA_BYTES:
         raise UserError(
             f"{role} {path} is {_size(size)}, over the {_size(MAX_DATA_BYTES)} this machine's "
-            "memory can search (a tenth of it); pass a sample of it (e.g. pandas "
+            "memory can search (a twelfth of it); pass a sample of it (e.g. pandas "
             "df.sample(n=...).to_csv(...))"
         )
     header = _raw_header(path, role)

@@ -86,7 +86,7 @@ def test_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
 def test_file_over_the_size_guard(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     # The guard is checked from the file's size before reading: a small limit stands in for a
-    # file over a tenth of the machine's memory (writing one would cost minutes and disk).
+    # file over a twelfth of the machine's memory (writing one would cost minutes and disk).
     (tmp_path / "big.csv").write_text(GOOD * 50)
     monkeypatch.setattr(engine.task.checks, "MAX_DATA_BYTES", 1000)
     out = tmp_path / "runs"
