@@ -28,9 +28,9 @@ from search.node import Node
 # Saving the answer's model fits each training set again and replays each once: measured 1.3 to
 # 2.8 times its scoring runs' seconds (it over-reserves for an engine-written, unreplayed answer).
 SAVE_SHARE = 2.0
-# A holdout answer that defines make_model() is saved by its one refit, with no replay: measured
-# 0.50 and 0.84 of its scoring runs' seconds scaled to the refit's rows, where SAVE_SHARE kept
-# twice that (benchmarks/results/refit-share-2026-12-07).
+# A holdout answer that defines make_model() is saved by its one refit, with no replay: two such
+# refits took 0.50 and 0.84 of its scoring runs' seconds scaled to the refit's rows
+# (benchmarks/results/big-data-2026-12-07b).
 REFIT_SHARE = 1.25
 # The answer's work after the search never takes more of the budget than this share.
 MAX_CLOSING_SHARE = 0.5
