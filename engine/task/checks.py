@@ -162,8 +162,7 @@ def read_csv(path: Path, role: str) -> pd.DataFrame:
             "as many comma-separated fields as the header"
         ) from exc
     except OSError as exc:
-        message = f"cannot read {role} {path}: {exc.strerror}; check its permissions"
-        raise UserError(message) from exc
+        raise _unreadable(path, role, exc) from exc
     if len(frame) == 0:
         raise UserError(f"{role} {path} has a header but no data rows")
     return frame
@@ -184,8 +183,7 @@ def _raw_header(path: Path, role: str) -> list[str]:
         message = f"{role} {path} is not a readable CSV ({exc}); fix its header line"
         raise UserError(message) from exc
     except OSError as exc:
-        message = f"cannot read {role} {path}: {exc.strerror}; check its permissions"
-        raise UserError(message) from exc
+        raise _unreadable(path, role, exc) from exc
     return []
 
 
@@ -193,21 +191,23 @@ def _not_utf8(path: Path, role: str) -> UserError:
     """The error for a file that is not UTF-8, naming its first bad byte and its offset (found
     by decoding the file a chunk at a time)."""
     decoder = codecs.getincrementaldecoder("utf-8")()
-    offset = 0
+    offset, where = 0, "it ends inside a character"
     with path.open("rb") as file:
         while chunk := file.read(1 << 20):
             pending = len(decoder.getstate()[0])
             try:
                 decoder.decode(chunk)
             except UnicodeDecodeError as exc:
-                at = offset - pending + exc.start
-                return UserError(
-                    f"{role} {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
-                    f"offset {at}); re-save it as a UTF-8 CSV, e.g. "
-                    "df.to_csv(path, encoding='utf-8')")
+                where = (f"byte 0x{exc.object[exc.start]:02x} at offset "
+                         f"{offset - pending + exc.start}")
+                break
             offset += len(chunk)
-    return UserError(f"{role} {path} is not UTF-8 text (it ends inside a character); re-save it "
-                     "as a UTF-8 CSV, e.g. df.to_csv(path, encoding='utf-8')")
+    return UserError(f"{role} {path} is not UTF-8 text ({where}); re-save it as a UTF-8 CSV, "
+                     "e.g. df.to_csv(path, encoding='utf-8')")
+
+
+def _unreadable(path: Path, role: str, exc: OSError) -> UserError:
+    return UserError(f"cannot read {role} {path}: {exc.strerror}; check its permissions")
 
 
 def check_target_column(frame: pd.DataFrame, target: str, path: Path) -> None:
