@@ -60,6 +60,7 @@ from fileio import write_atomic
 from operators.analyst import analysis_findings, next_analysis
 from operators.column_kinds import column_levels, worth_asking
 from operators.context import TaskContext
+from operators.kinds.cases import case_configuration
 from sandbox import Limits, isolation_mode
 from search.constraints import Constraints
 from search.families import Scale
@@ -331,8 +332,12 @@ class SearchRun:
         # A search on a sample keeps back up to MAX_CLOSING_SHARE of its budget for the
         # answer's refit on more rows: its floor nodes share the rest.
         searching = config.budget * (1 - MAX_CLOSING_SHARE if plan.sampled else 1)
+        ctx = task_context(self.task, seed)
+        configurations = {case.case_id: found for case in recalled.cases
+                          if (found := case_configuration(ctx, case.code)) is not None}
         return Floor(seed, cases=recalled.case_ids if config.floor else (),
-                     portfolio=config.floor, tuning=config.floor, ensembles=config.ensemble,
+                     configurations=configurations, portfolio=config.floor,
+                     tuning=config.floor, ensembles=config.ensemble,
                      scale=Scale.of(plan.floor_size(len(self.task.test_X),
                                                     self.task.valid_X.shape[1]),
                                     searching, config.executor_count, config.exec_timeout))

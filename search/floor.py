@@ -4,7 +4,8 @@ On 2 cores the executor sat idle 89 % of a run while the LLM thought. Whenever a
 nothing LLM-written to run, the loop asks the floor:
 
 0. the retrieved cases (--memory), each run as stored: other tasks' working code, which names
-   no column and so runs here as it is, with no LLM call. Greedy's recall (the LLM's
+   no column and so runs here as it is, with no LLM call (a case that is a family's
+   configuration sized down, or left out, as the portfolio's are). Greedy's recall (the LLM's
    adaptation, a separate node) waits for them and adapts the one that did best here;
 1. the portfolio (`search.families.PORTFOLIO`): fixed, diverse configurations, cheapest first;
 2. then Optuna trials, asked and told here (the driver), run by the executors: TPE over the
@@ -223,14 +224,19 @@ def ensemble_candidates(journal: Journal) -> list[Node]:
 class Floor:
     """Proposes the engine's own nodes; it reads every finished node from the Journal."""
 
-    def __init__(self, seed: int = 0, *, cases: tuple[str, ...] = (), portfolio: bool = True,
-                 tuning: bool = True, ensembles: bool = True, ensemble_every: int = 3,
-                 scale: Scale | None = None) -> None:
+    def __init__(self, seed: int = 0, *, cases: tuple[str, ...] = (),
+                 configurations: Mapping[str, tuple[str, Mapping[str, Any]]] | None = None,
+                 portfolio: bool = True, tuning: bool = True, ensembles: bool = True,
+                 ensemble_every: int = 3, scale: Scale | None = None) -> None:
         self.seed = seed
         # what a node may cost on this run's data and budget (None: no limit); a configuration
         # that costs more is sized down (fewer trees) or not run (search.families.sized)
         self.scale = scale
         self.cases = cases  # ids of the retrieved cases, run as stored before the portfolio
+        # the (family, params) of the cases that are a family's configuration: sized as the
+        # portfolio is (a case fitted on small data timed out at 2 GB,
+        # benchmarks/results/big-data-2026-12-07b)
+        self.configurations = dict(configurations or {})
         self.portfolio = portfolio
         self.tuning = tuning
         self.ensembles = ensembles
@@ -258,7 +264,14 @@ class Floor:
         for case_id in self.cases:
             if case_id not in self._run_once:
                 self._run_once.add(case_id)
-                return Proposal(Operator.CASE, None, 0.0, idea=case_id)
+                if case_id not in self.configurations:
+                    return Proposal(Operator.CASE, None, 0.0, idea=case_id)
+                family, params = self.configurations[case_id]
+                fitting = sized(family, params, self.scale)
+                if fitting is None:  # too slow for this run even with fewer trees
+                    continue
+                return Proposal(Operator.CASE, None, 0.0, idea=case_id, params=tuple(sorted(
+                    (k, v) for k, v in fitting.items() if params.get(k) != v)))
         if self.portfolio:
             for name, family, params in PORTFOLIO:
                 if name not in self._run_once:

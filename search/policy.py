@@ -40,7 +40,8 @@ class Proposal:
     path: tuple[int, ...] = ()  # sela rollout: the insight index chosen at each stage
     insights: tuple[str, ...] = ()  # sela rollout: those insights' texts
     family: str = ""  # portfolio, tune: the model family (search.families)
-    params: tuple[tuple[str, Any], ...] = ()  # portfolio, tune: its hyperparameters
+    # portfolio, tune: its hyperparameters; case: those the floor sized down (search/floor.py)
+    params: tuple[tuple[str, Any], ...] = ()
     # portfolio, tune: the kept feature program whose chain the model trains on ("" none);
     # features: the name (`idea`) is the reference node the program is paired with
     feature_set: str = ""

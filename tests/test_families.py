@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,10 @@ from threadpoolctl import threadpool_limits
 
 from operators.context import TaskContext
 from operators.harness import assemble
+from operators.kinds.cases import StoredCase, case_configuration
 from operators.models import model_code
 from operators.prepare_source import PREPARE_SOURCE
+from operators.retrieval import Case
 from sandbox import Limits, run_script
 from search.families import (
     FAMILIES,
@@ -36,6 +39,7 @@ from search.families import (
 from search.floor import Floor, distributions
 from search.journal import Journal
 from search.node import Operator
+from search.policy import Proposal
 from tests.helpers import make_node
 
 ROWS = 240
@@ -202,3 +206,64 @@ def test_every_familys_all_folds_code_runs_in_the_sandbox(name: str, tmp_path: P
     assert result.fitted is not None  # the fold models pickle, kept for the answer
     workdir, = tmp_path.iterdir()
     assert {p.name for p in workdir.iterdir()} == {"input", "submission", "solution.py"}
+
+
+def _lgbm_case(regression: bool, trees: int) -> str:
+    """A stored case in the engine's earlier form (most shipped cases): LightGBM, `trees`."""
+    params = {**FAMILIES["lgbm"].portfolio[0].params, "n_estimators": trees}
+    model = FAMILIES["lgbm"].model(regression)
+    call = "predict" if regression else "predict_proba"
+    return (f"import lightgbm as lgb\n\nPARAMS = {params!r}\n\n\n"
+            "def fit_predict(X, y, X_valid, X_test):\n"
+            "    X, X_valid, X_test = prepare(X, X_valid, X_test)\n"
+            f"    model = {model}\n"
+            "    model.fit(X, y)\n"
+            f"    return model.{call}(X_valid), model.{call}(X_test)\n")
+
+
+@pytest.mark.parametrize("task_type", sorted(TASKS))
+def test_a_case_in_a_familys_form_is_that_familys_configuration(task_type: str) -> None:
+    ctx, _ = TASKS[task_type]
+    for name, family in FAMILIES.items():
+        params = _params(family)
+        assert case_configuration(ctx, model_code(ctx, name, params)) == (name, params), name
+    # The earlier form; a classifier's with probabilities, for the multiclass label metric too.
+    found = case_configuration(ctx, _lgbm_case(task_type == "regression", 577))
+    assert found is not None and found[0] == "lgbm" and found[1]["n_estimators"] == 577
+    params = _params(FAMILIES["lgbm"])
+    written = model_code(ctx, "lgbm", params)
+    # Code of its own (a step more than the family's), or a PARAMS the cost cannot read: none.
+    assert case_configuration(ctx, written.replace(
+        "return Encoded(", "X = 1\n    return Encoded(")) is None
+    assert case_configuration(ctx, model_code(ctx, "lgbm", {
+        k: v for k, v in params.items() if k != "num_leaves"})) is None
+
+
+def test_the_floor_sizes_a_case_as_its_portfolio_and_the_step_runs_it_so() -> None:
+    """A LightGBM case of 577 trees (one timed out at 120 s on a 2 GB table) runs with the
+    trees its share affords, is left out where even a fifth of them would not fit, and runs as
+    stored on small data."""
+    ctx, _ = TASKS["regression"]
+    code = _lgbm_case(True, 577)
+    configuration = case_configuration(ctx, code)
+    assert configuration is not None
+    family, params = configuration
+    share = node_seconds(family, params, LARGE) / 3
+
+    def first(scale: Scale | None) -> Proposal | None:
+        floor = Floor(0, cases=("c1",), configurations={"c1": configuration}, scale=scale,
+                      portfolio=False, tuning=False, ensembles=False)
+        return floor.propose(Journal(), {}, executor_free=True)
+
+    sized_down = first(Scale(LARGE, share))
+    assert sized_down is not None and sized_down.operator is Operator.CASE
+    (key, trees), = sized_down.params
+    assert key == "n_estimators" and MIN_TREES_SHARE * 577 <= trees < 577
+    assert node_seconds(family, {**params, key: trees}, LARGE) <= share
+    assert first(Scale(LARGE, share / 10)) is None
+    as_stored = first(Scale(SMALL, 600 / 20))
+    assert as_stored is not None and as_stored.params == ()
+    case = Case("c1", "f", "big.csv", "regression", {}, "tune", "rmse", 0.2, code)
+    run = StoredCase().engine_code(replace(ctx, cases=(case,)), sized_down, Journal())
+    assert f"'n_estimators': {trees}," in run.code and "'n_estimators': 577" not in run.code
+    assert f"sized to this run: n_estimators={trees}" in run.plan

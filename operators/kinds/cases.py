@@ -11,14 +11,17 @@ code (every fold in one process) and kept fitted for the answer's saved model.
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
 from common.chat import ChatPrompt
 from operators.context import TaskContext
 from operators.failures import code_block
 from operators.harness import assemble, model_functions, predict_call
 from operators.kinds._base import EngineCode, FloorKind, OperatorKind, register
+from operators.params import Params, read_params, with_params
 from operators.prompts import chat_prompt
 from operators.retrieval import AS_STORED, Case, shortened
+from search.families import FAMILIES
 from search.journal import Journal
 from search.node import Operator
 from search.policy import Proposal
@@ -108,6 +111,25 @@ def engine_form(ctx: TaskContext, code: str) -> str | None:
     return "\n".join(head) + "\n\n\n" + model_functions(ctx, f"Encoded({estimator})")
 
 
+def case_configuration(ctx: TaskContext, code: str) -> tuple[str, Params] | None:
+    """The (family, PARAMS) of a case in the engine's form (`engine_form`) whose estimator is
+    that family's, with a value for every dimension of its space; None for any other code. A
+    classifier's case predicting probabilities counts on a label metric too, where the harness
+    takes each row's most probable class (every shipped classification case)."""
+    params = read_params(code)
+    if params is None:
+        return None
+    forms = (ctx,) if ctx.task_type == "regression" else (ctx, replace(ctx, needs_proba=True))
+    for form in forms:
+        model = engine_form(form, code)
+        for name, family in FAMILIES.items():
+            estimator = _canonical(family.model(ctx.task_type == "regression"))
+            if (model is not None and model.endswith(model_functions(form, f"Encoded({estimator})"))
+                    and all(dimension[0] in params for dimension in family.space)):
+                return name, params
+    return None
+
+
 def _canonical(line: str) -> str:
     return ast.unparse(ast.parse(line))
 
@@ -130,7 +152,11 @@ class StoredCase(FloorKind):
         # earlier form (engine_form).
         case = recalled_case(ctx, proposal)
         plan = f"{AS_STORED}: {case.operator} code of {case.dataset}"
-        model = engine_form(ctx, case.code)
+        code = case.code
+        if proposal.params:  # sized to this run by the floor (case_configuration)
+            code = with_params(code, proposal.param_dict)
+            plan += ", sized to this run: " + ", ".join(f"{k}={v}" for k, v in proposal.params)
+        model = engine_form(ctx, code)
         if model is None:
-            return EngineCode(plan, assemble(ctx, case.code))
+            return EngineCode(plan, assemble(ctx, code))
         return EngineCode(plan, assemble(ctx, model), assemble(ctx, model, all_folds=True))
