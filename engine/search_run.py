@@ -34,7 +34,13 @@ from engine.config import RunConfig, merge, task_yaml_text
 from engine.deploy.saved_model import answer_members
 from engine.evaluation.closing import MAX_CLOSING_SHARE, closing_seconds, kept_compose_runs
 from engine.evaluation.final import limit_timings, select_final
-from engine.evaluation.folds import Folds, make_folds, search_rows
+from engine.evaluation.folds import (
+    Folds,
+    make_folds,
+    search_rows,
+    search_task,
+    search_test_rows,
+)
 from engine.evaluation.latency import Timings, one_row_limit
 from engine.evaluation.selection import Selection
 from engine.loop import LoopStats, SearchLoop
@@ -232,7 +238,8 @@ class SearchRun:
                     program_share=PROGRAM_SHARE
                     if config.writes == "features" and config.floor else 1.0)
                 loop = SearchLoop(
-                    search=SearchContext(self.task, ctx, journal, exec_timeout=config.exec_timeout,
+                    search=SearchContext(search_task(self.task, folds), ctx, journal,
+                                         exec_timeout=config.exec_timeout,
                                          reflect=config.reflect, folds=folds),
                     store=store, policy=policy, budget=budget, llm=llm,
                     executors=ExecutorSide.of(sides), requeue=requeue, on_node=on_node,
@@ -332,13 +339,13 @@ class SearchRun:
         # A search on a sample keeps back up to MAX_CLOSING_SHARE of its budget for the
         # answer's refit on more rows: its floor nodes share the rest.
         searching = config.budget * (1 - MAX_CLOSING_SHARE if plan.sampled else 1)
-        ctx = task_context(self.task, seed)
+        ctx, tested = task_context(self.task, seed), search_test_rows(plan, len(self.task.test_X))
         configurations = {case.case_id: found for case in recalled.cases
                           if (found := case_configuration(ctx, case.code)) is not None}
         return Floor(seed, cases=recalled.case_ids if config.floor else (),
                      configurations=configurations, portfolio=config.floor,
                      tuning=config.floor, ensembles=config.ensemble,
-                     scale=Scale.of(plan.floor_size(len(self.task.test_X),
+                     scale=Scale.of(plan.floor_size(len(tested),
                                                     self.task.valid_X.shape[1]),
                                     searching, config.executor_count, config.exec_timeout))
 
@@ -414,7 +421,9 @@ class SearchRun:
         if folds.sampled:
             facts["sample"] = {"learn": len(folds.learn_rows(0)), "train": len(self.task.train),
                                "held_out": len(folds.held_out),
-                               "valid": len(self.task.valid_X)}
+                               "valid": len(self.task.valid_X),
+                               "tested": len(search_test_rows(folds, len(self.task.test_X))),
+                               "test": len(self.task.test_X)}
         facts["isolation"] = manifest.get("isolation", "")  # as read when this start began
         facts["llm"] = self.config.llm
         memory_record |= remember_run(self.config, store, self.task, journal, self.console)

@@ -5,6 +5,7 @@ took against what was kept."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from engine.deploy.saved_model import (
     saved_rows,
     training_inputs,
 )
+from engine.evaluation import folds as folds_module
 from engine.evaluation.closing import (
     COMPOSE_SECONDS,
     COMPOSE_SECONDS_PER_MB,
@@ -36,7 +38,9 @@ from engine.evaluation.final import refit_rows
 from engine.evaluation.folds import HOLDOUT, make_folds
 from engine.evaluation.latency import Timings
 from engine.evaluation.select import CV_FOLDS
+from engine.records.runs import open_run
 from engine.records.summary import summary_facts, write_summary
+from engine.run import main as run_main
 from engine.search_run import RESUME_SECONDS, task_context
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from operators.fitted import TIME_SECONDS
@@ -361,3 +365,29 @@ def test_a_search_goes_on_when_the_answers_measured_time_frees_its_reserve(
     # nodes finished after the first round ended (45 s before the budget)
     assert (finished[finished.status == "ok"].finished_at > started + 50.0).any()
     assert "the search went on" in (run / "summary.md").read_text()
+
+
+@pytest.mark.slow  # a whole search
+def test_a_search_on_a_sample_predicts_a_sample_of_the_test_rows_and_its_answer_all(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A small table searched on a sample, as a large one is: at most 300 of its dev rows.
+    monkeypatch.setattr(folds_module, "MIN_SEARCH_ROWS", 300)
+    monkeypatch.setattr(folds_module, "SEARCH_CELLS_PER_EXECUTOR_SECOND", 1)
+    make_data(tmp_path / "d.csv", rows=3000)
+    assert run_main(["--data", str(tmp_path / "d.csv"), "--target", "y", "--llm", "none",
+                     "--folds", "1", "--max-nodes", "4", "--budget", "2m", "--executors", "1",
+                     "--out", str(tmp_path / "runs"), "--quiet"]) == 0
+    (run,) = [p for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")]
+    opened = open_run(run)
+    task, folds, node = opened.task(), opened.store.load_folds(), opened.journal.final()
+    assert folds is not None and folds.sampled and len(folds.held_out) < len(task.test_X)
+    assert node is not None
+    kept = opened.store.read_predictions(node.node_id, "test")
+    assert kept is not None and len(pd.read_csv(io.BytesIO(kept))) == len(folds.held_out)
+    answer = (run / "best" / "submission" / "test.csv").read_bytes()
+    assert len(pd.read_csv(io.BytesIO(answer))) == len(task.test_X)
+    summary = (run / "summary.md").read_text()
+    assert (f"its nodes' test scores on {len(folds.held_out)} of {len(task.test_X)} test rows"
+            in summary)
+    assert "train + valid rows, what the budget afforded;" in summary or (
+        "(refitted on train + valid;" in summary)

@@ -25,6 +25,8 @@ from engine.evaluation.folds import (
     fold_splitter,
     make_folds,
     search_rows,
+    search_task,
+    search_test_rows,
 )
 from engine.evaluation.scoring import read_stacked, read_submission, score_held_out
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
@@ -103,6 +105,30 @@ def test_a_large_holdout_search_uses_a_sample_sized_by_the_budget() -> None:
     assert search_rows(800_000, 18, 7200, 2) == 800_000, "a long budget searches every row"
     assert search_rows(800_000, 10_000, 60, 1) == MIN_SEARCH_ROWS
     assert search_rows(5_000, 18, 60, 1) == 5_000
+
+
+def test_a_search_on_a_sample_predicts_as_many_test_rows_and_sees_them_alone(
+        task: PreparedTask) -> None:
+    folds = make_folds(task, HOLDOUT, seed=1, rows=60)
+    rows = search_test_rows(folds, len(task.test_X))
+    assert len(rows) == len(folds.held_out) < len(task.test_X)
+    assert (np.diff(rows) > 0).all() and rows.tolist() != list(range(len(rows)))
+    assert search_test_rows(folds, len(task.test_X)).tolist() == rows.tolist()  # a resume's
+    assert search_test_rows(make_folds(task, HOLDOUT, seed=2, rows=60),
+                            len(task.test_X)).tolist() != rows.tolist()
+    task.preview()  # computed once, of train: the search's task has it without a second time
+    searched = search_task(task, folds)
+    assert searched.__dict__["_preview"] is task.__dict__["_preview"]
+    pd.testing.assert_frame_equal(searched.test_X, task.test_X.iloc[rows].reset_index(drop=True))
+    assert searched.test_y.tolist() == task.test_y.iloc[rows].tolist()
+    pd.testing.assert_frame_equal(pd.read_csv(io.BytesIO(fold_inputs(searched, folds, 0)[
+        "test.csv"])), searched.test_X, check_dtype=False)
+    assert searched.train is task.train and searched.valid_X is task.valid_X
+    # Every row, the task itself: a search of every dev row, k-fold or the holdout.
+    for every in (make_folds(task, 5), make_folds(task, HOLDOUT)):
+        assert search_test_rows(every, len(task.test_X)).tolist() == list(
+            range(len(task.test_X)))
+        assert search_task(task, every) is task
 
 
 def test_the_sampled_holdout_learns_and_scores_on_its_sample_alone(task: PreparedTask,

@@ -29,7 +29,7 @@ from engine.deploy.saved_model import (
     training_inputs,
 )
 from engine.evaluation.closing import save_share, scoring_seconds
-from engine.evaluation.folds import HOLDOUT, Folds, dev_labels, make_folds
+from engine.evaluation.folds import HOLDOUT, Folds, dev_labels, make_folds, search_task
 from engine.evaluation.latency import (
     Timings,
     ensemble_within,
@@ -84,6 +84,9 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
     folds = store.load_folds()
     plan = folds or make_folds(task, 1)  # None: a run stored before folds, scored on the holdout
     held_out_labels = dev_labels(task).iloc[plan.held_out]
+    # The nodes' kept test predictions are of the test rows their search predicted (a sample,
+    # when it searched one): the answer's own are its refit's, of every test row.
+    searched = search_task(task, plan)
 
     def kept_valid(node_id: str) -> bytes | None:
         return store.read_predictions(node_id, "valid")
@@ -120,10 +123,10 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
         if among is journal:
             return None
         made = ctx is not None and fitting_ensemble(
-            store, task, ctx, journal, timings, limit, journal.get(first), held_out_labels)
+            store, searched, ctx, journal, timings, limit, journal.get(first), held_out_labels)
         if made:
             node, predictions = made
-            NodeRecorder(store, task, journal).record(node, predictions.test_raw,
+            NodeRecorder(store, searched, journal).record(node, predictions.test_raw,
                                                       predictions, None)
             tests[node.node_id] = predictions.test_raw
             members[node.node_id] = answer_members(node)
@@ -146,7 +149,7 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
         node it ended as (`best` when a re-run failed), why, its fits and its refit."""
         node, note = journal.get(winner), ""
         valid = store.read_predictions(winner, "valid")
-        test = store.read_predictions(winner, "test")
+        test = store.read_predictions(winner, "test") if searched is task else None
         if valid is None and winner != best.node_id:
             # A run stored before predictions were kept: run the winner again for its files.
             result = run(node.code, task.inputs(), limits)
@@ -175,7 +178,8 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
                     score(task, fitted.test_csvs[0], "test"), rows=rows)
             elif fitted is not None and folds.sampled:  # its one refit failed: no second
                 refit = Refit(error=f"the refit failed ({fitted.record.get('reason')}); best/ "
-                                    "holds the answer fitted on the search's sample")
+                                    "holds the answer fitted on the search's sample"
+                                    + (", without test predictions" * (test is None)))
             else:
                 test, refit = refit_answer(task, node, run, limits, test, rows)
         if valid is not None:
@@ -385,4 +389,5 @@ def refit_answer(task: PreparedTask, node: Node, run: Runner, limits: Any,
         return result.test_csv, Refit(score(task, result.test_csv, "test"), rows=rows)
     except SubmissionError as exc:
         return test, Refit(error=f"the refit on train + valid failed ({exc}); best/ holds "
-                                 "the answer fitted on train")
+                                 "the answer fitted on train"
+                                 + (", without test predictions" * (test is None)))

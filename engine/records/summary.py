@@ -185,7 +185,7 @@ def overview(journal: Journal, facts: dict[str, Any], *, target: str, task_type:
         (f"its test {metric}", _fmt(facts.get("best_test"))
          + (" (refitted on train + valid; " if facts.get("refit") is True else
             f" (refitted on {facts['refit']} train + valid rows, what the budget afforded; "
-            if facts.get("refit") else " (")
+            if facts.get("refit") else _on_tested(facts))
          + "reported only, never searched)"),
         # the answer's own rows stay together, so 'its' never reads as the unchosen best's
         *([("its cost", cost(best) + (f"; {selection.latency.text()}"
@@ -242,13 +242,26 @@ def _families(journal: Journal) -> str:
                      for family, top, count in family_bests(journal))
 
 
+def _on_tested(facts: Mapping[str, Any]) -> str:
+    """Where an answer that was not refitted was scored: the search's sample of the test rows,
+    when it predicted one."""
+    sample = facts.get("sample") or {}
+    if sample.get("tested", sample.get("test")) == sample.get("test"):
+        return " ("
+    return f" (on the search's {sample['tested']} of {sample['test']} test rows; "
+
+
 def _holdout(facts: Mapping[str, Any]) -> str:
     sample = facts.get("sample")
     if not sample:
         return "the holdout: learn from train, score on valid"
+    tested = sample.get("tested", sample.get("test"))
+    test = (f"; its nodes' test scores on {tested} of {sample['test']} test rows"
+            if tested != sample.get("test") else "")
     return (f"the holdout on a sample: learn from {sample['learn']} of {sample['train']} train "
-            f"rows, score on {sample['held_out']} of {sample['valid']} valid rows (the answer "
-            "is refitted on as many train + valid rows as the budget affords)")
+            f"rows, score on {sample['held_out']} of {sample['valid']} valid rows{test} (the "
+            "answer is refitted on as many train + valid rows as the budget affords, and "
+            "scored on every test row)")
 
 
 def _peak_memory(facts: Mapping[str, Any]) -> str:
