@@ -34,13 +34,7 @@ from engine.config import RunConfig, merge, task_yaml_text
 from engine.deploy.saved_model import answer_members
 from engine.evaluation.closing import MAX_CLOSING_SHARE, closing_seconds, kept_compose_runs
 from engine.evaluation.final import limit_timings, select_final
-from engine.evaluation.folds import (
-    Folds,
-    make_folds,
-    search_rows,
-    search_task,
-    search_test_rows,
-)
+from engine.evaluation.folds import Folds, make_folds, search_rows, search_task, search_test_rows
 from engine.evaluation.latency import Timings, one_row_limit
 from engine.evaluation.selection import Selection
 from engine.loop import LoopStats, SearchLoop

@@ -243,6 +243,13 @@ def test_a_sampled_answer_is_refitted_on_as_many_rows_as_the_time_left_affords(
     assert refit_rows(task, journal, node, folds, None) is None
     # a search on every row refits on every row, whatever the time
     assert refit_rows(task, journal, node, make_folds(task, HOLDOUT), 1.0) is None
+    # The refit predicts every test row, its scoring run the search's sample of them: 0.1 s a
+    # row more for each it left out.
+    untested = len(task.test_X) - len(folds.held_out)
+    assert untested > 0
+    slow = dataclasses.replace(node, predict_ms_per_row=100.0)
+    assert refit_rows(task, Journal([slow]), slow, folds,
+                      SAVE_SHARE * (8.0 + 2.0 + 0.1 * untested)) == 2 * learned
 
 
 def test_a_refit_on_part_of_the_rows_is_the_same_rows_for_a_replay(task: PreparedTask,

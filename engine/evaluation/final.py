@@ -29,7 +29,14 @@ from engine.deploy.saved_model import (
     training_inputs,
 )
 from engine.evaluation.closing import save_share, scoring_seconds
-from engine.evaluation.folds import HOLDOUT, Folds, dev_labels, make_folds, search_task
+from engine.evaluation.folds import (
+    HOLDOUT,
+    Folds,
+    dev_labels,
+    make_folds,
+    search_task,
+    search_test_rows,
+)
 from engine.evaluation.latency import (
     Timings,
     ensemble_within,
@@ -347,14 +354,20 @@ def refit_rows(task: PreparedTask, journal: Journal, node: Node, folds: Folds | 
                seconds_left: float | None) -> int | None:
     """How many train + valid rows the answer of a search on a sample is refitted on: as many
     as `seconds_left` affords (at least the sample's), taking `save_share` times its scoring
-    runs, whose fits grow with the rows and the rest (start, reading, predicting) does not;
-    None (every row) when the search used them all or they fit."""
+    runs, whose fits grow with the rows and the rest (start, reading, predicting) does not,
+    and predicting the test rows the search left out; None (every row) when the search used
+    them all or they fit."""
     if seconds_left is None or folds is None or not folds.sampled:
         return None
     learned, dev = len(folds.learn_rows(0)), len(folds.fold_of)
     ids = answer_members(node) or [node.node_id]
     fitting = sum(journal.get(i).train_seconds or 0.0 for i in ids if i in journal)
-    spare = seconds_left / save_share(node, folds.k == HOLDOUT) - scoring_seconds(journal, node)
+    # The refit predicts every test row; its scoring runs, the search's sample of them.
+    untested = len(task.test_X) - len(search_test_rows(folds, len(task.test_X)))
+    predicting = untested / 1000 * sum(journal.get(i).predict_ms_per_row or 0.0
+                                       for i in ids if i in journal)
+    spare = (seconds_left / save_share(node, folds.k == HOLDOUT) - scoring_seconds(journal, node)
+             - predicting)
     if fitting <= 0:
         return None
     rows = learned + int(max(0.0, spare) / fitting * learned)
