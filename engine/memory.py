@@ -312,10 +312,12 @@ def retrieve(task: PreparedTask, config: RunConfig, console: Console, recalls: i
 
 def still_recalled(requeue: list[Proposal], cases: tuple[Case, ...]) -> list[Proposal]:
     """The proposals in flight at a kill that can still run: a recall or case node of a case
-    this start no longer retrieves (the memory gained nearer ones since) has no code to show."""
+    this start no longer retrieves (the memory gained nearer ones since) has no code to show.
+    A case node is left to the floor, which proposes each case without a node again, sized to
+    this start (search/floor.py)."""
     ids = {c.case_id for c in cases}
-    return [p for p in requeue
-            if not p.operator.traits.from_case or p.idea in ids]
+    return [p for p in requeue if not p.operator.traits.from_case
+            or (p.operator is not Operator.CASE and p.idea in ids)]
 
 
 def remember_run(config: RunConfig, store: RunStore, task: PreparedTask, journal: Journal,

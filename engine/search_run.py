@@ -60,7 +60,7 @@ from fileio import write_atomic
 from operators.analyst import analysis_findings, next_analysis
 from operators.column_kinds import column_levels, worth_asking
 from operators.context import TaskContext
-from operators.kinds.cases import case_configuration
+from operators.kinds.cases import case_configurations
 from sandbox import Limits, isolation_mode
 from search.constraints import Constraints
 from search.families import Scale
@@ -186,7 +186,11 @@ class SearchRun:
         drafts = self._drafts()
         recalls = min(RECALLED_CASES, drafts)
         recalled, memory_record = retrieve(self.task, config, self.console, recalls)
-        policy = self._policy(seed, drafts, recalls, recalled)
+        folds = store.load_folds()
+        floor = self._floor(seed, recalled, folds)
+        # a recall waits for the cases the floor runs (it leaves out those too slow here)
+        cases = floor.cases if floor is not None and config.floor else recalled.case_ids
+        policy = self._policy(seed, drafts, recalls, cases)
         requeue = self._first_proposals(still_recalled(self.requeue, recalled.cases))
         started = time.time()
         store.update_manifest(starts=[*starts, {"at": started, "budget": config.budget,
@@ -194,7 +198,6 @@ class SearchRun:
         budget = Budget(config.budget, config.max_nodes, self._tokens_left(before),
                         started=self.opened)
         progress = Progress(self.console, self.task, journal, budget)
-        folds = store.load_folds()
 
         for line in disk_warnings([store.root, Path(tempfile.gettempdir())]):
             self.console.print(f"warning: {line}", markup=False, highlight=False)
@@ -237,7 +240,7 @@ class SearchRun:
                                          reflect=config.reflect, folds=folds),
                     store=store, policy=policy, budget=budget, llm=llm,
                     executors=ExecutorSide.of(sides), requeue=requeue, on_node=on_node,
-                    floor=self._floor(seed, recalled, folds), keep_fold_models=config.save_model)
+                    floor=floor, keep_fold_models=config.save_model)
                 progress.loop = loop
                 stats, interrupted = self._search(loop, progress)
                 resumed = 0.0
@@ -310,14 +313,14 @@ class SearchRun:
             return self.config.num_drafts
         return 1 if self.config.floor else 3
 
-    def _policy(self, seed: int, drafts: int, recalls: int, recalled: Recollection) -> Policy:
+    def _policy(self, seed: int, drafts: int, recalls: int, cases: tuple[str, ...]) -> Policy:
         config = self.config
         policy = make_policy(config.policy, seed=seed, num_drafts=drafts,
                              debug_prob=config.debug_prob,
                              max_debug_depth=config.max_debug_depth,
                              # the floor tunes and ensembles: the model is asked for features
                              ideas=idea_pool(config.floor, self.task.has_text_features),
-                             cases=recalled.case_ids, recalls=recalls,
+                             cases=cases, recalls=recalls,
                              case_nodes=config.floor, writes=config.writes,
                              questions=worth_asking(column_levels(self.task.train,
                                                                   self.task.text_columns)))
@@ -334,13 +337,10 @@ class SearchRun:
         # answer's refit on more rows: its floor nodes share the rest.
         searching = config.budget * (1 - MAX_CLOSING_SHARE if plan.sampled else 1)
         ctx, tested = task_context(self.task, seed), search_test_rows(plan, len(self.task.test_X))
-        configurations = {case.case_id: found for case in recalled.cases
-                          if (found := case_configuration(ctx, case.code)) is not None}
         return Floor(seed, cases=recalled.case_ids if config.floor else (),
-                     configurations=configurations, portfolio=config.floor,
-                     tuning=config.floor, ensembles=config.ensemble,
-                     scale=Scale.of(plan.floor_size(len(tested),
-                                                    self.task.valid_X.shape[1]),
+                     configurations=case_configurations(ctx, recalled.cases),
+                     portfolio=config.floor, tuning=config.floor, ensembles=config.ensemble,
+                     scale=Scale.of(plan.floor_size(len(tested), self.task.valid_X.shape[1]),
                                     searching, config.executor_count, config.exec_timeout))
 
     def _first_proposals(self, requeue: list[Proposal]) -> list[Proposal]:

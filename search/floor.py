@@ -232,11 +232,18 @@ class Floor:
         # what a node may cost on this run's data and budget (None: no limit); a configuration
         # that costs more is sized down (fewer trees) or not run (search.families.sized)
         self.scale = scale
-        self.cases = cases  # ids of the retrieved cases, run as stored before the portfolio
-        # the (family, params) of the cases that are a family's configuration: sized as the
-        # portfolio is (a case fitted on small data timed out at 2 GB,
-        # benchmarks/results/big-data-2026-12-07b)
-        self.configurations = dict(configurations or {})
+        # The retrieved cases it runs as stored, before the portfolio. One that is a family's
+        # configuration (`configurations`: its family and params) is sized as the portfolio's
+        # are, or left out (a case fitted on small data timed out at 2 GB,
+        # benchmarks/results/big-data-2026-12-07c); `_sized_cases`: its params sized down.
+        self._sized_cases: dict[str, tuple[tuple[str, Any], ...]] = {}
+        for case_id, (family, params) in (configurations or {}).items():
+            fitting = sized(family, params, scale)
+            self._sized_cases[case_id] = () if fitting is None else tuple(sorted(
+                (k, v) for k, v in fitting.items() if params.get(k) != v))
+            if fitting is None:
+                cases = tuple(c for c in cases if c != case_id)
+        self.cases = cases
         self.portfolio = portfolio
         self.tuning = tuning
         self.ensembles = ensembles
@@ -264,14 +271,8 @@ class Floor:
         for case_id in self.cases:
             if case_id not in self._run_once:
                 self._run_once.add(case_id)
-                if case_id not in self.configurations:
-                    return Proposal(Operator.CASE, None, 0.0, idea=case_id)
-                family, params = self.configurations[case_id]
-                fitting = sized(family, params, self.scale)
-                if fitting is None:  # too slow for this run even with fewer trees
-                    continue
-                return Proposal(Operator.CASE, None, 0.0, idea=case_id, params=tuple(sorted(
-                    (k, v) for k, v in fitting.items() if params.get(k) != v)))
+                return Proposal(Operator.CASE, None, 0.0, idea=case_id,
+                                params=self._sized_cases.get(case_id, ()))
         if self.portfolio:
             for name, family, params in PORTFOLIO:
                 if name not in self._run_once:

@@ -342,8 +342,9 @@ def test_runs_remember_and_recall_across_tasks(tmp_path: Path, monkeypatch: pyte
 
 def test_a_resumed_run_drops_recalls_of_cases_it_no_longer_retrieves() -> None:
     kept = Case("c1", "other", "other.csv", "regression", {}, "tune", "rmse", 0.2, "code")
-    requeue = [Proposal(Operator.CASE, idea="c1"), Proposal(Operator.RECALL, idea="gone"),
-               Proposal(Operator.CASE, idea="gone"), Proposal(Operator.DRAFT, idea="gone")]
+    requeue = [Proposal(Operator.RECALL, idea="c1"), Proposal(Operator.RECALL, idea="gone"),
+               Proposal(Operator.CASE, idea="gone"), Proposal(Operator.DRAFT, idea="gone"),
+               Proposal(Operator.CASE, idea="c1")]  # the floor proposes it again, sized
     assert still_recalled(requeue, (kept,)) == [requeue[0], requeue[3]]
 
 

@@ -11,6 +11,7 @@ code (every fold in one process) and kept fitted for the answer's saved model.
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from dataclasses import replace
 
 from common.chat import ChatPrompt
@@ -128,6 +129,12 @@ def case_configuration(ctx: TaskContext, code: str) -> tuple[str, Params] | None
                     and all(dimension[0] in params for dimension in family.space)):
                 return name, params
     return None
+
+
+def case_configurations(ctx: TaskContext, cases: Sequence[Case]) -> dict[str, tuple[str, Params]]:
+    """`case_configuration` of each of `cases` that is one, by case id."""
+    return {case.case_id: found for case in cases
+            if (found := case_configuration(ctx, case.code)) is not None}
 
 
 def _canonical(line: str) -> str:
