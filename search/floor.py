@@ -235,15 +235,16 @@ class Floor:
         # The retrieved cases it runs as stored, before the portfolio. One that is a family's
         # configuration (`configurations`: its family and params) is sized as the portfolio's
         # are, or left out (a case fitted on small data timed out at 2 GB,
-        # benchmarks/results/big-data-2026-12-07c); `_sized_cases`: its params sized down.
+        # benchmarks/results/big-data-2026-12-07c); `_sized_cases`: the params sized down of
+        # each configuration that fits.
+        configurations = configurations or {}
         self._sized_cases: dict[str, tuple[tuple[str, Any], ...]] = {}
-        for case_id, (family, params) in (configurations or {}).items():
+        for case_id, (family, params) in configurations.items():
             fitting = sized(family, params, scale)
-            self._sized_cases[case_id] = () if fitting is None else tuple(sorted(
-                (k, v) for k, v in fitting.items() if params.get(k) != v))
-            if fitting is None:
-                cases = tuple(c for c in cases if c != case_id)
-        self.cases = cases
+            if fitting is not None:
+                self._sized_cases[case_id] = tuple(sorted(
+                    (k, v) for k, v in fitting.items() if params.get(k) != v))
+        self.cases = tuple(c for c in cases if c not in configurations or c in self._sized_cases)
         self.portfolio = portfolio
         self.tuning = tuning
         self.ensembles = ensembles

@@ -123,9 +123,11 @@ def case_configuration(ctx: TaskContext, code: str) -> tuple[str, Params] | None
     forms = (ctx,) if ctx.task_type == "regression" else (ctx, replace(ctx, needs_proba=True))
     for form in forms:
         model = engine_form(form, code)
+        if model is None:
+            continue
         for name, family in FAMILIES.items():
             estimator = _canonical(family.model(ctx.task_type == "regression"))
-            if (model is not None and model.endswith(model_functions(form, f"Encoded({estimator})"))
+            if (model.endswith(model_functions(form, f"Encoded({estimator})"))
                     and all(dimension[0] in params for dimension in family.space)):
                 return name, params
     return None
