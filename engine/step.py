@@ -34,7 +34,7 @@ from engine.evaluation.blend import ensemble_selection
 from engine.evaluation.program_gate import ProgramGate
 from engine.evaluation.scoring import HeldOut
 from engine.search_context import ALL_FOLDS, Running, SearchContext, reference_key
-from engine.step_work import Calls, Outcome, Ran, Runs
+from engine.step_work import SECOND_PAIR, Calls, Outcome, Ran, Runs
 from operators.features import added_columns
 from operators.flags import implementation_flags
 from operators.harness import model_part
@@ -48,8 +48,6 @@ from search.policy import Proposal
 
 DEADLINE_ERROR = "stopped at the budget deadline"
 STOPPED_ERROR = "stopped by the user"
-# Where a feature program's second-pair run (an all-folds run) is among the step's results.
-SECOND_PAIR = -2
 ENGINE_WRITTEN = tuple(op for op in Operator if op.traits.engine_written)
 
 
@@ -381,6 +379,7 @@ class Step:
             feature_set=self.node_id if self.operator.traits.program and self.code
             else self.proposal.feature_set,
             gate=self.program.gate if self.program is not None else "",
+            gate_seconds=self.runs.gate_seconds(outcome.measured),
         )
         self._done = Done(node, predictions.test_raw if predictions else None, predictions,
                           outcome.fold_models)

@@ -101,6 +101,10 @@ class Ran(NamedTuple):
     started: float
 
 
+# Where a feature program's second-pair run (an all-folds run) is among the step's results.
+SECOND_PAIR = -2
+
+
 class Runs:
     """The runs of one step: `code` is what the sandbox runs (the node's code, or its
     all-folds form); `ended` maps a fold (ALL_FOLDS: the all-folds run; a program's second
@@ -197,6 +201,14 @@ class Runs:
             return None
         kept = fold_states(self.ended[ALL_FOLDS].result.fitted)
         return kept if kept is not None and len(kept) == k else None
+
+    def gate_seconds(self, measured: Measurements) -> float | None:
+        """The seconds its runs spent fitting a feature program's gate: those its scoring run
+        measured, and its second pair's whole run; None for a node without a gate."""
+        second = self.ended.get(SECOND_PAIR)
+        if measured.gate_seconds is None and second is None:
+            return None
+        return (measured.gate_seconds or 0.0) + (second.result.seconds if second else 0.0)
 
     def node_fields(self) -> dict[str, Any]:
         """The Node's fields about its runs."""

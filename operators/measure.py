@@ -17,6 +17,9 @@ only calls named `fit` or `predict`/`predict_proba`/`predict_log_proba`/`decisio
   `submission/train.csv` (column `row`: the row of input/train.csv), which the engine scores
   as `train_metric_raw` (for implementation verification).
 
+An all-folds run that fits a feature program's gate (operators/harness.py) times those fits
+apart, after the others: `gate_seconds`.
+
 It prints one line, `MARK` + JSON, after the submission is written; `split_measurements`
 removes it from the node's stdout. A whole-script reply has no harness, so no line: its
 measurements are None. Measurements are wall-clock seconds on a shared machine: expect noise
@@ -110,10 +113,10 @@ class _TreemlMeasure:
         except Exception:
             pass  # instrumentation must never change what the model code does
 
-    def report(self, seconds, valid_pred):
+    def report(self, seconds, valid_pred, gate_seconds=None):
         out = {"fit_predict_seconds": seconds, "predict_seconds": self.predict_seconds,
                "predict_calls": self.predict_calls, "rows": self.n_valid + self.n_test,
-               "model_bytes": None, "train_rows": 0}
+               "model_bytes": None, "train_rows": 0, "gate_seconds": gate_seconds}
         try:
             if self.models:
                 counter = _TreemlBytes()
@@ -167,6 +170,7 @@ class Measurements:
     predict_ms_per_row: float | None = None
     model_mb: float | None = None
     train_rows: int = 0  # rows of submission/train.csv (0: no train score)
+    gate_seconds: float | None = None  # a feature program's gate fits in the run (None: none)
 
     def node_fields(self) -> dict[str, Any]:
         return {"train_seconds": self.train_seconds,
@@ -210,4 +214,5 @@ def _from_json(data: Any) -> Measurements:
         predict_ms_per_row=1000.0 * predict / rows if calls and rows else None,
         model_mb=None if size is None else size / 2**20,
         train_rows=int(_number(data.get("train_rows")) or 0),
+        gate_seconds=_number(data.get("gate_seconds")),
     )

@@ -194,6 +194,9 @@ class Node:
     # A features node's gate (search/programs.Gate as JSON): the reference it was paired with,
     # the gain on each group of held-out rows, kept or not and why. "" for any other node.
     gate: str = ""
+    # Of its runs' seconds, those that fitted its gate's pairs (the first pair inside its
+    # scoring run, the second pair's whole run): no part of fitting it again. None: no gate.
+    gate_seconds: float | None = None
 
     @property
     def is_ok(self) -> bool:

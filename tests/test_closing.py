@@ -252,6 +252,21 @@ def test_a_sampled_answer_is_refitted_on_as_many_rows_as_the_time_left_affords(
                       SAVE_SHARE * (8.0 + 2.0 + 0.1 * untested)) == 2 * learned
 
 
+def test_a_feature_programs_gate_fits_are_no_part_of_its_refit(task: PreparedTask) -> None:
+    # 38 s of scoring runs, 30 s of them fitting the gate's pairs: the refit and its reserve
+    # are the 8 s node's (the refit fits the model alone).
+    folds = make_folds(task, HOLDOUT, rows=40)
+    learned = len(folds.learn_rows(0))
+    rows = (len(task.train) + len(task.valid_y)) / learned
+    node = dataclasses.replace(make_node("n1", metric=0.5, exec_seconds=38.0,
+                                         operator=Operator.FEATURES),
+                               train_seconds=2.0, gate_seconds=30.0)
+    journal = Journal([node])
+    assert refit_rows(task, journal, node, folds, SAVE_SHARE * (8.0 + 2.0)) == 2 * learned
+    assert closing_seconds(journal, config(save_model=False), folds, task, 1) == pytest.approx(
+        8.0 * rows)
+
+
 def test_a_refit_on_part_of_the_rows_is_the_same_rows_for_a_replay(task: PreparedTask,
                                                                    tmp_path: Path) -> None:
     folds = make_folds(task, HOLDOUT, rows=40)

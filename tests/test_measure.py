@@ -44,6 +44,7 @@ def test_baseline_is_measured_and_scored_in_sample(task: PreparedTask) -> None:
     assert measured.predict_ms_per_row is not None and 0 < measured.predict_ms_per_row < 5
     assert measured.model_mb is not None and 0.001 < measured.model_mb < 50
     assert measured.train_rows == len(task.train)  # 300 rows: all of them, under the sample cap
+    assert measured.gate_seconds is None  # no feature program: no gate
     assert MARK not in stdout and MARK in result.stdout_tail
     train = score_train(task, result.train_csv)
     valid = score(task, result.valid_csv, "valid")

@@ -18,6 +18,7 @@ from engine.evaluation.scoring import read_submission
 from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from operators.context import TaskContext
 from operators.harness import assemble
+from operators.measure import split_measurements
 from operators.models import TRIAL_SEED, model_code, seeded
 from sandbox import Limits, run_script
 from search.families import FAMILIES
@@ -79,6 +80,10 @@ def test_the_gate_compares_fresh_pairs_not_the_references_stored_luck(
                         workdir_root=tmp_path)
     assert result.status == "ok", result.stderr_tail
     assert result.gate_csv is not None
+    # the harness times the pairs' fits apart from the node's own (no part of its refit)
+    measured, _ = split_measurements(result.stdout_tail)
+    assert measured.gate_seconds is not None and measured.train_seconds is not None
+    assert 0 < measured.gate_seconds < result.seconds - measured.train_seconds
     pairs = fresh_pairs(task, result.gate_csv, len(held))
     assert len(pairs) == 3
     with_1, with_2 = pairs[0][0], pairs[1][0]

@@ -24,6 +24,7 @@ from engine.task.prepare import PreparedTask, TaskSpec, prepare_task
 from operators.context import TaskContext
 from operators.harness import model_part
 from operators.kinds.baseline import BASELINE_PLAN
+from operators.measure import MARK
 from operators.retrieval import AS_STORED, Case
 from sandbox import ExecResult
 from search.journal import Journal
@@ -175,13 +176,15 @@ def test_a_feature_program_repeating_one_being_scored_on_its_set_is_refused(
 
 def _program_ran(task: PreparedTask, blocks: dict[int, float]) -> ExecResult:
     """A feature program's all-folds run on the holdout: its own predictions (the valid
-    rows' mean) and gate.csv's blocks, each predicting the truth plus its offset."""
+    rows' mean) and gate.csv's blocks, each predicting the truth plus its offset; the harness
+    timed 0.5 s of its 1.5 s fitting them."""
     truth = task.valid_y.reset_index(drop=True)
     own = pd.DataFrame({"prediction": [float(truth.mean())] * len(truth)})
     test = pd.DataFrame({"fold": 0, "prediction": [float(truth.mean())] * len(task.test_X)})
     gate = pd.concat([pd.DataFrame({"fold": block, "prediction": truth + offset})
                       for block, offset in blocks.items()])
-    return ExecResult("ok", 0, "", "", 1.5, own.to_csv(index=False).encode(),
+    measured = MARK + json.dumps({"fit_predict_seconds": 0.4, "gate_seconds": 0.5})
+    return ExecResult("ok", 0, f"\n{measured}\n", "", 1.5, own.to_csv(index=False).encode(),
                       test.to_csv(index=False).encode(), "", "bwrap",
                       gate_csv=gate.to_csv(index=False).encode())
 
@@ -245,6 +248,8 @@ def test_a_references_sides_without_the_program_are_fitted_once(task: PreparedTa
     assert gate.splits == tuple(split for split, _ in GATE_PAIRS)
     assert len(gate.gains) == 15 and gate.gains == pytest.approx((0.1,) * 15, rel=1e-6)
     assert done.node.exec_seconds == pytest.approx(3.0)  # both runs count
+    # of them, the gate's fits: 0.5 s in its scoring run, and the second pair's whole run
+    assert done.node.gate_seconds == pytest.approx(0.5 + 1.5)
     assert [run[0] for run in json.loads(done.node.runs)] == [-2, -1]
     assert list(search.reference_sides) == [("", "lgbm", PARAMS)]
     assert len(search.reference_sides[("", "lgbm", PARAMS)]) == len(GATE_PAIRS)
@@ -259,6 +264,7 @@ def test_a_references_sides_without_the_program_are_fitted_once(task: PreparedTa
     assert gate is not None and gate.reused and gate.pairs == 1 and not gate.kept
     assert gate.mean_gain < 0 and "with its first pair" in gate.reason
     assert done.node.exec_seconds == pytest.approx(1.5)
+    assert done.node.gate_seconds == pytest.approx(0.5)
     # a better one there fits both its pairs' sides with the program alone
     third, run = _program_run(search, _program('df["a2"] = df["a"] * df["a"]'))
     second_run = _ran(third, _program_ran(task, {0: 0.1}))

@@ -148,9 +148,12 @@ def save_share(node: Node, holdout: bool) -> float:
 
 
 def scoring_seconds(journal: Journal, node: Node) -> float:
-    """The seconds a node's scoring runs took; an ensemble's are its weighted members'."""
+    """The seconds a node's scoring runs took, but for a feature program's gate fits (a refit
+    fits the model alone; the 5 M-row run's gates were three quarters of its members' runs:
+    benchmarks/results/big-data-2026-12-07c); an ensemble's are its weighted members'."""
     ids = weighted_members(node) if node.operator.traits.combines else [node.node_id]
-    return sum(journal.get(i).exec_seconds for i in ids if i in journal)
+    members = [journal.get(i) for i in ids if i in journal]
+    return sum(max(0.0, n.exec_seconds - (n.gate_seconds or 0.0)) for n in members)
 
 
 def _finite(value: float | None) -> float:
