@@ -34,9 +34,9 @@ from engine.evaluation.closing import (
     serve_seconds,
     time_run_seconds,
 )
-from engine.evaluation.final import refit_rows
 from engine.evaluation.folds import HOLDOUT, make_folds
 from engine.evaluation.latency import Timings
+from engine.evaluation.rows import refit_rows
 from engine.evaluation.select import CV_FOLDS
 from engine.records.runs import open_run
 from engine.records.summary import summary_facts, write_summary

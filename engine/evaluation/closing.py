@@ -1,6 +1,7 @@
 """The answer's work after the search, estimated so the search stops in time: saving its model
 (put together from the fold models its scoring kept, or fitted again), on the holdout its refit
-on every train + valid row, the time runs the one-row limit makes, serving it once, and with
+on every train + valid row (after a search on a sample, an ensemble's learning-curve run),
+the time runs the one-row limit makes, serving it once, and with
 `--select cv` the cross-validation of the top nodes. `closing_seconds` is read after every node
 (`Budget.reserve`: the search stops that much before the budget ends) for the answer the
 selection would hand over as far as the time runs so far tell (`likely_answer`); the manifest
@@ -89,6 +90,12 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
         seconds += save_share(best, holdout) * scoring_seconds(journal, best) * per_fit * rounds
     elif holdout:  # nothing saved: the refit alone
         seconds += scoring_seconds(journal, best) * per_fit
+    if folds is not None and folds.sampled and best.operator.traits.combines and members:
+        # an ensemble weighed against its members: its best member's run on half the sample
+        # (engine/evaluation/rows.py), at most one scoring run of it
+        top = max((journal.get(i) for i in members if i in journal),
+                  key=lambda n: n.metric if n.metric is not None else -math.inf, default=None)
+        seconds += scoring_seconds(journal, top) if top is not None else 0.0
     # The time runs the selection makes still: the answer's members not timed yet, and once
     # the journal's best is held back, every kept node not timed yet (what it may give way to).
     held_back = best.node_id != getattr(journal.best(), "node_id", None)

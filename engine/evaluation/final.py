@@ -1,8 +1,9 @@
 """The run's answer: the node `--select` chooses (engine/evaluation/select.py), put in best/ with
 its predictions, its fitted models saved (engine/deploy/saved_model.py) and, on the holdout,
 refitted on every train + valid row (after a search on a sample, on as many as the budget left
-affords: `refit_rows`). Runs on the search's executors: selection and fitting run scripts in
-the same sandboxes as every candidate.
+affords: engine/evaluation/rows.py, where an ensemble held to part of the rows is weighed
+against its members refitted on more). Runs on the search's executors: selection and fitting
+run scripts in the same sandboxes as every candidate.
 
 That work comes out of the budget: engine/evaluation/closing.py estimates it, and the search
 stops that much before the budget ends (`Budget.reserve`), so the process ends near the time
@@ -12,6 +13,7 @@ the user asked for.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -28,14 +30,12 @@ from engine.deploy.saved_model import (
     saved_answer,
     training_inputs,
 )
-from engine.evaluation.closing import save_share, scoring_seconds
 from engine.evaluation.folds import (
     HOLDOUT,
     Folds,
     dev_labels,
     make_folds,
     search_task,
-    search_test_rows,
 )
 from engine.evaluation.latency import (
     Timings,
@@ -45,6 +45,7 @@ from engine.evaluation.latency import (
     time_models,
     within_limit,
 )
+from engine.evaluation.rows import refit_rows, weigh_rows
 from engine.evaluation.scoring import HeldOut, SubmissionError, score
 from engine.evaluation.select import (
     CV_FOLDS,
@@ -195,6 +196,16 @@ def select_final(store: RunStore, task: PreparedTask, journal: Journal,
                 keep(store.root / "best", fitted)
         return winner, node, note, fitted, refit
 
+    answer = journal.get(comparison.winner or best.node_id)
+    if seconds_left is not None and (weighed := weigh_rows(
+            task, searched, journal, plan, answer, seconds_left, run, limits,
+            held_out_labels)) is not None:  # an ensemble held to part of the rows
+        seconds_left -= weighed.seconds
+        console.print(f"the answer's rows weighed: {weighed.text(answer.node_id)}", markup=False)
+        if weighed.chosen != answer.node_id:
+            comparison = replace(comparison, winner=weighed.chosen,
+                                 note=weighed.text(answer.node_id))
+            best = journal.get(weighed.chosen)
     winner, node, note, fitted, refit = hand_over(comparison.winner or best.node_id, best)
     measured = answer_timings(task, node, timings, fitted, run, limits)
     ms = answer_latency(node, measured)[0]
@@ -348,30 +359,6 @@ def kept_model(store: RunStore, task: PreparedTask, node: Node, folds: Folds | N
                   f"its scoring kept{f' ({len(runs)} runs)' * (len(runs) > 1)}", markup=False)
     return compose_answer(task, node.node_id, node.code, [s for s in states if s is not None],
                           [t for t in tests if t is not None], run_all, limits)
-
-
-def refit_rows(task: PreparedTask, journal: Journal, node: Node, folds: Folds | None,
-               seconds_left: float | None) -> int | None:
-    """How many train + valid rows the answer of a search on a sample is refitted on: as many
-    as `seconds_left` affords (at least the sample's), taking `save_share` times its scoring
-    runs, whose fits grow with the rows and the rest (start, reading, predicting) does not,
-    and predicting the test rows the search left out; None (every row) when the search used
-    them all or they fit."""
-    if seconds_left is None or folds is None or not folds.sampled:
-        return None
-    learned, dev = len(folds.learn_rows(0)), len(folds.fold_of)
-    ids = answer_members(node) or [node.node_id]
-    fitting = sum(journal.get(i).train_seconds or 0.0 for i in ids if i in journal)
-    # The refit predicts every test row; its scoring runs, the search's sample of them.
-    untested = len(task.test_X) - len(search_test_rows(folds, len(task.test_X)))
-    predicting = untested / 1000 * sum(journal.get(i).predict_ms_per_row or 0.0
-                                       for i in ids if i in journal)
-    spare = (seconds_left / save_share(node, folds.k == HOLDOUT) - scoring_seconds(journal, node)
-             - predicting)
-    if fitting <= 0:
-        return None
-    rows = learned + int(max(0.0, spare) / fitting * learned)
-    return None if rows >= dev else rows
 
 
 def fit_model(task: PreparedTask, node: Node, folds: Folds | None, run_all: BatchRunner,
