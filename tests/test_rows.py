@@ -83,9 +83,12 @@ def test_half_the_sample_learns_from_half_its_rows_and_predicts_the_same_rows(
     assert (half_sample(folds).fold_of == half.fold_of).all()  # seeded
 
 
-def test_the_rows_are_priced_log_linearly() -> None:
-    assert estimate(0.8, 400, 100, 0.01) == pytest.approx(0.82)
+def test_each_doubling_of_the_rows_is_worth_half_the_one_before() -> None:
+    assert estimate(0.8, 200, 100, 0.01) == pytest.approx(0.805)
+    assert estimate(0.8, 400, 100, 0.01) == pytest.approx(0.8075)
+    assert estimate(0.8, 10**9, 100, 0.01) == pytest.approx(0.81)  # at most the slope
     assert estimate(0.8, 100, 100, 0.01) == pytest.approx(0.8)
+    assert estimate(0.8, 50, 100, 0.01) == pytest.approx(0.8)  # never fewer than learned
     assert estimate(0.8, 10_000, 100, 0.0) == pytest.approx(0.8)
 
 
@@ -108,7 +111,7 @@ def weighed_at(task: PreparedTask, offset: float):  # type: ignore[no-untyped-de
 def test_rows_worth_more_than_the_ensemble_hand_the_answer_to_its_best_member(
         task: PreparedTask) -> None:
     # half the sample predicts 0.4 off every row: RMSE 0.4 against the best member's 0.30 on
-    # the whole sample, 0.1 a doubling
+    # the whole sample: that doubling gained 0.1
     weighed, answer, own, learned, _ = weighed_at(task, 0.4)
     assert weighed is not None and weighed.top == M1
     assert weighed.half == pytest.approx(-0.4) and weighed.slope == pytest.approx(0.1)
@@ -116,8 +119,8 @@ def test_rows_worth_more_than_the_ensemble_hand_the_answer_to_its_best_member(
     got = {node: (rows, value) for node, rows, value in weighed.candidates}
     rows = got[M1][0]
     assert rows > own and got[answer.node_id][0] == own
-    assert got[M1][1] == pytest.approx(-0.30 + 0.1 * np.log2(rows / learned))
-    assert got[answer.node_id][1] == pytest.approx(-0.29 + 0.1)  # twice the rows
+    assert got[M1][1] == pytest.approx(-0.30 + 0.1 * (1 - learned / rows))
+    assert got[answer.node_id][1] == pytest.approx(-0.29 + 0.05)  # twice the rows
     assert f"gives way to its member {M1}" in weighed.text(answer.node_id)
 
 

@@ -18,7 +18,7 @@ How many rows the search uses (`search_rows`): on the holdout, where the dev row
 cells than the budget can fit many times over, the search learns from a random sample of train
 and is scored on a random sample of valid (the rest are OUTSIDE the search), and predicts as
 many of the test rows (`search_task`); the answer is refitted on every dev row, or as many as
-the budget leaves time for (engine/evaluation/final.py `refit_rows`), and predicts every test
+the budget leaves time for (engine/evaluation/rows.py `refit_rows`), and predicts every test
 row.
 """
 
