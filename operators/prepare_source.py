@@ -1,11 +1,14 @@
 """The harness's feature preparation as source text (`PREPARE_SOURCE`): the `Encoded` model
-step (text columns one-hot or native, numbers filled, the kept feature programs applied), and
-`prepare` and `apply_programs`. The harness writes it into every engine-written script, and a
+step (text columns one-hot or native, numbers filled, the kept feature programs applied, its
+gradient boosting stopped early on large data: `fit_stopping_early`), and `prepare` and
+`apply_programs`. The harness writes it into every engine-written script, and a
 saved model's module holds it, so a candidate, a served answer and the non-LLM benchmark
 baselines see the same features.
 """
 
 from __future__ import annotations
+
+from search.families import EARLY_STOP_ROUNDS, EARLY_STOP_ROWS, EARLY_STOP_SHARE
 
 # The harness's feature preparation; the non-LLM benchmark baselines exec it in-process, so they
 # see exactly the features every candidate gets from `prepare()`.
@@ -56,7 +59,7 @@ PREPARE_SOURCE = '''class Encoded:
                 if key.split("__")[-1] == "n_neighbors" and isinstance(value, int):
                     self.model.set_params(**{key: min(value, len(X))})
             cats = {"cat_features": [n for n, c in zip(names, frame.columns) if c in self.text_]}
-            self.model.fit(self._finish(frame), y, **(cats if native else {}))
+            fit_stopping_early(self.model, self._finish(frame), y, **(cats if native else {}))
         return self
 
     def _one_hot(self, X):
@@ -197,6 +200,34 @@ PREPARE_SOURCE = '''class Encoded:
         return proba if proba.ndim == 2 else np.column_stack([1.0 - proba, proba])
 
 
+def fit_stopping_early(model, X, y, **extra):
+    """`model.fit(X, y)`; a LightGBM or CatBoost model on __ROWS__ rows or more learns from all
+    but a seeded __SHARE__ of them and stops adding trees once the held-back rows have not
+    gained in __ROUNDS__ (its trees are a cap; scikit-learn's histogram boosting stops so by
+    itself above 10,000 rows). A classifier whose learning rows would miss a class learns from
+    every row."""
+    library = type(model).__module__.split(".")[0]
+    if len(X) < __ROWS__ or library not in ("lightgbm", "catboost"):
+        return model.fit(X, y, **extra)
+    labels = np.asarray(y)
+    held = np.zeros(len(X), dtype=bool)
+    held[np.random.default_rng(0).permutation(len(X))[:int(len(X) * __SHARE__)]] = True
+    if "Classifier" in type(model).__name__ and len(np.unique(labels[~held])) < len(
+            np.unique(labels)):
+        return model.fit(X, y, **extra)
+    learn, stop = (X.iloc[~held], labels[~held]), (X.iloc[held], labels[held])
+    if library == "catboost":
+        return model.fit(*learn, eval_set=stop, early_stopping_rounds=__ROUNDS__, **extra)
+    import warnings
+
+    import lightgbm
+
+    with warnings.catch_warnings():  # eval_set, deprecated from LightGBM 4.7 for eval_X and
+        warnings.simplefilter("ignore")  # eval_y, whose labels 4.7 does not encode as y's
+        return model.fit(*learn, eval_set=[stop],
+                         callbacks=[lightgbm.early_stopping(__ROUNDS__, verbose=False)], **extra)
+
+
 def prepare(X, X_valid, X_test, max_levels=20):
     """One-hot encode text columns and fill missing values the same way for all three
     frames, from the training rows alone (so the columns never depend on the rows
@@ -217,4 +248,5 @@ def apply_programs(frame, programs):
         if isinstance(frame, pd.DataFrame):
             frame = frame.replace([np.inf, -np.inf], np.nan)
     return frame
-'''
+'''.replace("__ROWS__", str(EARLY_STOP_ROWS)).replace("__SHARE__", repr(EARLY_STOP_SHARE)).replace(
+    "__ROUNDS__", str(EARLY_STOP_ROUNDS))

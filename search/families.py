@@ -63,6 +63,10 @@ class Family:
     classifier: str  # writes it inside `Encoded(...)` (operators/models.py)
     cost: Cost
     trees: str | None = None  # the parameter a node is sized down by (None: it cannot be)
+    # Whether its fit stops early on EARLY_STOP_ROWS learning rows or more (the harness's
+    # `fit_stopping_early`; scikit-learn's histogram boosting by itself): its trees are then a
+    # cap, raised to what a node's share affords (`sized`).
+    stops: bool = False
 
     def model(self, regression: bool) -> str:
         return self.regressor if regression else self.classifier
@@ -126,7 +130,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
         lambda p, s: p["n_estimators"] * (
             (LGBM_FIT * s.learn + LGBM_SPLIT * p["num_leaves"]) * s.columns * p["colsample_bytree"]
             + LGBM_PREDICT * s.predict * math.log2(max(2, p["num_leaves"]))),
-        "n_estimators"),
+        "n_estimators", stops=True),
     Family(
         "extra_trees", "extremely randomised trees", (
             ("n_estimators", "int", 100, 400),
@@ -170,7 +174,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
         "HistGradientBoostingRegressor(**PARAMS, random_state=0)",
         "HistGradientBoostingClassifier(**PARAMS, random_state=0)",
         lambda p, s: p["max_iter"] * (HIST_FIT * s.learn * s.columns + HIST_PREDICT * s.predict),
-        "max_iter"),
+        "max_iter", stops=True),
     Family(
         "catboost", "CatBoost gradient boosting (text columns as its categorical features)", (
             # AutoGluon's CatBoost space widened (depth 5-8, learning rate 0.005-0.2, L2 1-5);
@@ -195,7 +199,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
         "random_state=0, verbose=False, allow_writing_files=False)",
         lambda p, s: p["iterations"] * p["depth"] * (
             CATBOOST_FIT * s.learn * s.columns + CATBOOST_PREDICT * s.predict),
-        "iterations"),
+        "iterations", stops=True),
     Family(
         "linear", "a linear model (ridge / logistic regression) on standardised features", (
             ("alpha", "log_float", 1e-3, 1e3),
@@ -281,6 +285,14 @@ START_SECONDS = 1.2
 READ_SECONDS_PER_CELL = 2.0e-7
 # A configuration sized down keeps at least this share of its trees, or is not run.
 MIN_TREES_SHARE = 0.2
+# Gradient boosting on this many learning rows or more stops early on a held-back share of
+# them, after this many trees without a gain there (AutoGluon's boosters stop early on their
+# validation rows): on the million-row table every LightGBM trial of 140 to 600 trees stopped
+# short of its best, which fell at 355 to 1,788 trees (benchmarks/results/big-data-2026-12-08).
+EARLY_STOP_ROWS, EARLY_STOP_SHARE, EARLY_STOP_ROUNDS = 20_000, 0.1, 50
+# A family that stops early there has its trees raised to what a node's share affords, at most
+# this many.
+STOPPED_TREES = 2_000
 
 
 def node_seconds(family: str, params: Mapping[str, Any], size: Size) -> float:
@@ -291,18 +303,35 @@ def node_seconds(family: str, params: Mapping[str, Any], size: Size) -> float:
 
 def sized(family: str, params: Mapping[str, Any], scale: Scale | None) -> dict[str, Any] | None:
     """`params` where their node fits in `scale.seconds`; else with as many trees as fit (at
-    least MIN_TREES_SHARE of them); None where even that does not fit."""
-    if scale is None or node_seconds(family, params, scale.size) <= scale.seconds:
+    least MIN_TREES_SHARE of them); None where even that does not fit. A family that stops
+    early at `scale` (`Family.stops`, EARLY_STOP_ROWS) that fits gets as many trees as fit, up
+    to STOPPED_TREES: its fit stops where more trees stop gaining."""
+    record = FAMILIES[family]
+    trees = record.trees
+    if scale is None:
         return dict(params)
-    trees = FAMILIES[family].trees
+    if node_seconds(family, params, scale.size) <= scale.seconds:
+        if (trees is None or not record.stops or scale.size.learn < EARLY_STOP_ROWS
+                or params[trees] >= STOPPED_TREES):
+            return dict(params)
+        raised = {**params, trees: STOPPED_TREES}
+        return {**params, trees: max(params[trees], min(STOPPED_TREES,
+                                                         _trees_fitting(family, raised, scale)))}
     if trees is None:
         return None
-    fixed = node_seconds(family, {**params, trees: 0}, scale.size)
-    per_tree = (node_seconds(family, params, scale.size) - fixed) / params[trees]
-    fitting = math.floor((scale.seconds - fixed) / per_tree)
+    fitting = _trees_fitting(family, params, scale)
     if fitting < MIN_TREES_SHARE * params[trees]:
         return None
     return {**params, trees: fitting}
+
+
+def _trees_fitting(family: str, params: Mapping[str, Any], scale: Scale) -> int:
+    """How many trees of `params` (which have some) fit in `scale.seconds`."""
+    trees = FAMILIES[family].trees
+    assert trees is not None
+    fixed = node_seconds(family, {**params, trees: 0}, scale.size)
+    per_tree = (node_seconds(family, params, scale.size) - fixed) / params[trees]
+    return math.floor((scale.seconds - fixed) / per_tree)
 
 
 def affordable_space(family: str, scale: Scale | None) -> tuple[Dimension, ...]:

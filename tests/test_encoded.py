@@ -29,6 +29,7 @@ from sklearn.ensemble import (
 from sklearn.linear_model import Ridge
 
 from operators.prepare_source import PREPARE_SOURCE
+from search.families import EARLY_STOP_ROUNDS, EARLY_STOP_ROWS
 
 NAMESPACE: dict[str, Any] = {"np": np, "pd": pd, "re": re}
 exec(compile(PREPARE_SOURCE, "<harness prepare>", "exec"), NAMESPACE)
@@ -188,3 +189,38 @@ def test_catboost_gets_a_text_column_with_many_levels_as_a_categorical_feature(
     # a model saved before text_ existed predicts as it did
     del ridge.text_
     assert np.isfinite(ridge.predict(new)).all()
+
+
+def _large(rows: int, rare: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"a": rng.normal(size=rows), "b": rng.normal(size=rows),
+                          "town": rng.choice([f"t{i}" for i in range(40)], rows)})
+    y = np.where(frame["a"] + 0.5 * frame["b"] + rng.normal(size=rows) > 0, "yes", "no")
+    # a class of `rare` rows, among those held back for the early stopping (seed 0)
+    y = y.astype(object)
+    y[np.random.default_rng(0).permutation(rows)[:rare]] = "rare"
+    return frame, y
+
+
+def test_a_booster_on_large_data_stops_early_on_rows_held_back() -> None:
+    """From EARLY_STOP_ROWS rows a LightGBM or CatBoost fit holds back a tenth of them and
+    stops once they stop gaining (its trees are a cap); below, every tree is fitted."""
+    frame, y = _large(EARLY_STOP_ROWS)
+    fitted = Encoded(lgb.LGBMClassifier(n_estimators=2000, learning_rate=0.3, verbose=-1))
+    fitted.fit(frame, y)
+    assert 0 < fitted.model.best_iteration_ < 2000 - EARLY_STOP_ROUNDS
+    assert fitted.predict_proba(frame.head(3)).shape == (3, 2)
+    cat = Encoded(CatBoostClassifier(iterations=2000, learning_rate=0.3, verbose=False,
+                                     allow_writing_files=False)).fit(frame, y)
+    assert cat.text_ == ["town"]  # its text column native, stopped all the same
+    assert cat.model.tree_count_ < 2000 - EARLY_STOP_ROUNDS
+    small = Encoded(lgb.LGBMClassifier(n_estimators=300, learning_rate=0.3, verbose=-1))
+    small.fit(frame.head(EARLY_STOP_ROWS - 1), y[:EARLY_STOP_ROWS - 1])
+    assert small.model.best_iteration_ == 0 and small.model.n_estimators_ == 300
+
+
+def test_a_class_the_held_back_rows_would_take_whole_keeps_every_row() -> None:
+    frame, y = _large(EARLY_STOP_ROWS, rare=1)  # one row, held back: the learning rows miss it
+    fitted = Encoded(lgb.LGBMClassifier(n_estimators=60, verbose=-1)).fit(frame, y)
+    assert list(fitted.model.classes_) == ["no", "rare", "yes"]
+    assert fitted.model.n_estimators_ == 60

@@ -24,9 +24,11 @@ from operators.prepare_source import PREPARE_SOURCE
 from operators.retrieval import Case
 from sandbox import Limits, run_script
 from search.families import (
+    EARLY_STOP_ROWS,
     FAMILIES,
     MIN_TREES_SHARE,
     PORTFOLIO,
+    STOPPED_TREES,
     TRIAL_SEED,
     Family,
     Scale,
@@ -100,7 +102,11 @@ def test_a_node_that_fits_its_share_runs_as_it_is_else_with_fewer_trees_or_not_a
     params = dict(FAMILIES["lgbm"].portfolio[0].params)
     full = node_seconds("lgbm", params, LARGE)
     assert full > node_seconds("lgbm", params, SMALL), "more rows cost more"
-    assert sized("lgbm", params, Scale(LARGE, full + 1)) == params
+    forest = dict(FAMILIES["extra_trees"].portfolio[0].params)
+    as_it_is = node_seconds("extra_trees", forest, LARGE) + 1
+    assert sized("extra_trees", forest, Scale(LARGE, as_it_is)) == forest
+    roomy = sized("lgbm", params, Scale(LARGE, full + 1))  # it stops early: a few trees more
+    assert roomy is not None and roomy["n_estimators"] >= params["n_estimators"]
     assert sized("lgbm", params, None) == params
     half = sized("lgbm", params, Scale(LARGE, full / 2))
     assert half is not None and half["n_estimators"] < params["n_estimators"]
@@ -131,6 +137,34 @@ def test_small_data_runs_every_portfolio_entry_as_it_is() -> None:
     scale = Scale(SMALL, 600 / 20)
     for _, family, params in PORTFOLIO:
         assert sized(family, params, scale) == params, family
+
+
+def test_a_booster_that_stops_early_on_large_data_gets_the_trees_its_share_affords() -> None:
+    """On EARLY_STOP_ROWS learning rows or more a gradient booster's trees are a cap (its fit
+    stops early): raised to what the share affords, at most STOPPED_TREES; never lowered below
+    its own where they fit. A forest, and any family on fewer rows, runs as it is."""
+    assert LARGE.learn >= EARLY_STOP_ROWS > SMALL.learn
+    lgbm = dict(FAMILIES["lgbm"].portfolio[0].params)
+    roomy = Scale(LARGE, 10 * node_seconds("lgbm", {**lgbm, "n_estimators": STOPPED_TREES},
+                                           LARGE))
+    assert sized("lgbm", lgbm, roomy) == {**lgbm, "n_estimators": STOPPED_TREES}
+    # a share for twice its trees: raised to about that
+    tight = Scale(LARGE, node_seconds("lgbm", {**lgbm, "n_estimators": 2 * lgbm["n_estimators"]},
+                                      LARGE))
+    raised = sized("lgbm", lgbm, tight)
+    assert raised is not None
+    assert 1.9 * lgbm["n_estimators"] <= raised["n_estimators"] <= 2 * lgbm["n_estimators"]
+    for family in ("hist_gb", "catboost"):
+        params = dict(FAMILIES[family].portfolio[0].params)
+        trees = FAMILIES[family].trees
+        assert trees is not None and FAMILIES[family].stops
+        assert sized(family, params, Scale(LARGE, 1e6)) == {**params, trees: STOPPED_TREES}
+    forest = dict(FAMILIES["extra_trees"].portfolio[0].params)
+    assert not FAMILIES["extra_trees"].stops
+    assert sized("extra_trees", forest, Scale(LARGE, 1e6)) == forest
+    assert sized("lgbm", lgbm, Scale(SMALL, 1e6)) == lgbm  # too few rows to hold some back
+    assert sized("lgbm", {**lgbm, "n_estimators": 3000}, Scale(LARGE, 1e6))["n_estimators"] \
+        == 3000  # type: ignore[index]
 
 
 def test_the_floor_runs_the_portfolio_sized_to_the_run() -> None:
