@@ -28,6 +28,7 @@ from search.families import (
     FAMILIES,
     MIN_TREES_SHARE,
     PORTFOLIO,
+    RAISED_SHARE,
     STOPPED_TREES,
     TRIAL_SEED,
     Family,
@@ -141,16 +142,17 @@ def test_small_data_runs_every_portfolio_entry_as_it_is() -> None:
 
 def test_a_booster_that_stops_early_on_large_data_gets_the_trees_its_share_affords() -> None:
     """On EARLY_STOP_ROWS learning rows or more a gradient booster's trees are a cap (its fit
-    stops early): raised to what the share affords, at most STOPPED_TREES; never lowered below
-    its own where they fit. A forest, and any family on fewer rows, runs as it is."""
+    stops early): raised to what RAISED_SHARE of the share affords, at most STOPPED_TREES; never
+    lowered below its own where they fit. A forest, and any family on fewer rows, runs as it
+    is."""
     assert LARGE.learn >= EARLY_STOP_ROWS > SMALL.learn
     lgbm = dict(FAMILIES["lgbm"].portfolio[0].params)
     roomy = Scale(LARGE, 10 * node_seconds("lgbm", {**lgbm, "n_estimators": STOPPED_TREES},
                                            LARGE))
     assert sized("lgbm", lgbm, roomy) == {**lgbm, "n_estimators": STOPPED_TREES}
-    # a share for twice its trees: raised to about that
+    # half a share affords twice its trees: raised to about that
     tight = Scale(LARGE, node_seconds("lgbm", {**lgbm, "n_estimators": 2 * lgbm["n_estimators"]},
-                                      LARGE))
+                                      LARGE) / RAISED_SHARE)
     raised = sized("lgbm", lgbm, tight)
     assert raised is not None
     assert 1.9 * lgbm["n_estimators"] <= raised["n_estimators"] <= 2 * lgbm["n_estimators"]
