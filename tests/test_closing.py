@@ -188,6 +188,26 @@ def test_an_ensemble_counts_its_weighted_members_not_every_candidate(
         SAVE_SHARE * (50.0 + 20.0) + SERVE_SECONDS)
 
 
+def test_the_reserve_holds_the_best_ensemble_a_single_best_may_give_way_to(
+        task: PreparedTask) -> None:
+    # The best is a 2 s node; the best ensemble, a little below it, has members of 10 s and
+    # 20 s: if it overtook the best at the search's end, its work would be the answer's.
+    folds = make_folds(task, 5)
+    nodes = [make_node("000000000001", metric=0.5, exec_seconds=10.0),
+             make_node("000000000002", metric=0.6, exec_seconds=20.0)]
+    journal = Journal(nodes)
+    journal.add(dataclasses.replace(
+        ensemble_of(task, journal, {"000000000002": 1, "000000000001": 1}), metric=0.7))
+    journal.add(make_node("000000000003", metric=0.8, exec_seconds=2.0))
+    assert journal.best().node_id == "000000000003"  # type: ignore[union-attr]
+    assert closing_seconds(journal, config(), folds, task, 1) == pytest.approx(
+        SAVE_SHARE * (10.0 + 20.0) + SERVE_SECONDS)
+    # without an ensemble, the best's own
+    alone = Journal([*nodes, make_node("000000000003", metric=0.8, exec_seconds=2.0)])
+    assert closing_seconds(alone, config(), folds, task, 1) == pytest.approx(
+        SAVE_SHARE * 2.0 + SERVE_SECONDS)
+
+
 def test_a_holdout_answer_keeps_back_its_refit_on_more_rows(task: PreparedTask) -> None:
     folds = make_folds(task, HOLDOUT)
     journal = Journal([make_node("n1", metric=0.5, exec_seconds=8.0)])
