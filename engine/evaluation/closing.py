@@ -58,15 +58,18 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
     every train + valid row, serving it once, and with `--select cv` the cross-validation of
     the top nodes; estimated from the scoring runs of the nodes involved (an ensemble's: its
     weighted members'), at most MAX_CLOSING_SHARE of the budget. Where that answer is a single
-    node, the answer may still become the journal's best ensemble (the floor makes one every
-    few nodes): the larger of the two is kept (one arriving at the search's end made the
+    node, the answer may still become the journal's best ensemble of several members (the floor
+    makes one every few nodes, and `--select confirmed` prefers one the best does not clearly
+    beat): the larger of the two is kept (one arriving at the search's end made the
     reserve jump past the budget: bank-marketing, 2 minutes, took 137 s; benchmarks/results/
     big-data-2026-12-08)."""
     best = likely_answer(journal, timings, one_row_limit(config))
     if best is None:
         return 0.0
     answers = [best]
-    ensembles = [n for n in journal.eligible_nodes if n.operator.traits.combines]
+    # an ensemble of one member is that member (the rule's check skips it as a copy)
+    ensembles = [n for n in journal.eligible_nodes
+                 if n.operator.traits.combines and len(weighted_members(n)) > 1]
     if ensembles and not best.operator.traits.combines:
         answers.append(max(ensembles, key=lambda n: n.metric if n.metric is not None
                            else -math.inf))
