@@ -132,6 +132,28 @@ def test_an_answer_put_together_from_kept_models_keeps_back_its_compose_runs(
         min(fitted + time_run_seconds(list(huge.values())), MAX_CLOSING_SHARE * config().budget))
 
 
+def test_the_reserve_for_an_ensemble_the_best_may_give_way_to_times_its_members_alone(
+        task: PreparedTask) -> None:
+    # The best (a single node) is not held back: the ensemble it may give way to is timed over
+    # its members' kept models, not over every kept node's.
+    folds = make_folds(task, 5)
+    ctx = task_context(task, 0)
+    code = assemble(ctx, model_code(ctx, "lgbm", {"n_estimators": 20}))  # make_model() code
+    nodes = [make_node(f"{i:012x}", metric=0.1 * i, exec_seconds=40.0, code=code)
+             for i in range(1, 8)]
+    journal = Journal(nodes)
+    weights = {"000000000003": 1, "000000000002": 1}
+    written = ensemble_written(ctx, [journal.get(i) for i in weights], weights, len(journal))
+    ensemble = dataclasses.replace(ensemble_of(task, journal, weights), code=written.code,
+                                   metric=0.65)
+    journal.add(ensemble)
+    assert journal.best().node_id == "000000000007"  # type: ignore[union-attr]
+    kept = {n.node_id: [2**20] * 5 for n in nodes}  # every node's fold models kept
+    as_best = Journal([*nodes, dataclasses.replace(ensemble, metric=0.9)])
+    assert closing_seconds(journal, config(), folds, task, 2, kept) == pytest.approx(
+        closing_seconds(as_best, config(), folds, task, 2, kept))
+
+
 def test_the_saved_fits_run_in_rounds_of_the_executors(task: PreparedTask) -> None:
     # 5 fold fits on 2 executors: 3 rounds of the 5 the scoring took one after the other.
     folds = make_folds(task, 5)

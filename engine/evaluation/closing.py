@@ -73,16 +73,18 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
     if ensembles and not best.operator.traits.combines:
         answers.append(max(ensembles, key=lambda n: n.metric if n.metric is not None
                            else -math.inf))
+    # The journal's best held back by the one-row limit: the selection times every kept node.
+    held_back = best.node_id != getattr(journal.best(), "node_id", None)
     return min(max(_answer_closing(answer, journal, config, folds, task, executors, kept,
-                                   timings) for answer in answers),
+                                   timings, held_back) for answer in answers),
                MAX_CLOSING_SHARE * config.budget)
 
 
 def _answer_closing(best: Node, journal: Journal, config: RunConfig, folds: Folds | None,
                     task: PreparedTask, executors: int,
                     kept: Mapping[str, Sequence[int]] | None,
-                    timings: Timings | None) -> float:
-    """`closing_seconds` for the answer `best`, uncapped."""
+                    timings: Timings | None, held_back: bool) -> float:
+    """`closing_seconds` for the answer `best`, uncapped (`held_back`: see there)."""
     # One fit of a node on every training row it learns from, from its scoring: a holdout run
     # scored it with one run on train (fewer rows; on a sample, far fewer), a k-fold run with k
     # runs, one a fold.
@@ -120,7 +122,6 @@ def _answer_closing(best: Node, journal: Journal, config: RunConfig, folds: Fold
         seconds += scoring_seconds(journal, top) if top is not None else 0.0
     # The time runs the selection makes still: the answer's members not timed yet, and once
     # the journal's best is held back, every kept node not timed yet (what it may give way to).
-    held_back = best.node_id != getattr(journal.best(), "node_id", None)
     untimed = [list(kept[i]) for i in (kept if held_back else members)
                if i in kept and (timings is None or i not in timings.models_ms)]
     if config.save_model and not holdout and untimed:
