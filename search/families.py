@@ -65,7 +65,7 @@ class Family:
     trees: str | None = None  # the parameter a node is sized down by (None: it cannot be)
     # Whether its fit stops early on EARLY_STOP_ROWS learning rows or more (the harness's
     # `fit_stopping_early`; scikit-learn's histogram boosting by itself): its trees are then a
-    # cap, raised to what a node's share affords (`sized`).
+    # cap, raised to what RAISED_SHARE of a node's share affords (`sized`).
     stops: bool = False
 
     def model(self, regression: bool) -> str:
