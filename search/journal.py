@@ -166,6 +166,13 @@ class Journal:
         return counts
 
 
+def best_of(nodes: Iterable[Node]) -> Node | None:
+    """The node with the best valid metric among `nodes` that have one, as `Journal.best`
+    ranks them (ties go to the earlier node); None when none has one."""
+    scored = [n for n in nodes if n.metric is not None]
+    return max(scored, key=_key) if scored else None
+
+
 def _key(node: Node) -> tuple[float, int]:
     # Earlier step wins a tie, so the best never flips between equal scores.
     assert node.metric is not None

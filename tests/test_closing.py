@@ -74,6 +74,19 @@ def ensemble_of(task: PreparedTask, journal: Journal, weights: dict[str, int]) -
                                hint=",".join(n.node_id for n in journal))  # every candidate
 
 
+def kept_ensemble(task: PreparedTask, count: int) -> tuple[list[Node], Node]:
+    """`count` nodes of make_model() code (40 s each, metric 0.1 a step) and the ensemble of
+    the third and the second, as the step writes it, its code the members' own."""
+    ctx = task_context(task, 0)
+    code = assemble(ctx, model_code(ctx, "lgbm", {"n_estimators": 20}))
+    nodes = [make_node(f"{i:012x}", metric=0.1 * i, exec_seconds=40.0, code=code)
+             for i in range(1, count + 1)]
+    journal = Journal(nodes)
+    weights = {"000000000003": 1, "000000000002": 1}
+    written = ensemble_written(ctx, [journal.get(i) for i in weights], weights, len(journal))
+    return nodes, dataclasses.replace(ensemble_of(task, journal, weights), code=written.code)
+
+
 def test_the_plan_names_the_weighted_members_in_order(task: PreparedTask) -> None:
     journal = Journal([make_node(f"{i:012x}", metric=0.1 * i) for i in range(1, 5)])
     node = ensemble_of(task, journal, {"000000000003": 3, "000000000001": 1})
@@ -95,14 +108,8 @@ def test_a_k_fold_answer_keeps_back_its_save_only(task: PreparedTask) -> None:
 def test_an_answer_put_together_from_kept_models_keeps_back_its_compose_runs(
         task: PreparedTask) -> None:
     folds = make_folds(task, 5)
-    ctx = task_context(task, 0)
-    code = assemble(ctx, model_code(ctx, "lgbm", {"n_estimators": 20}))  # make_model() code
-    nodes = [make_node(f"{i:012x}", metric=0.1 * i, exec_seconds=40.0, code=code)
-             for i in range(1, 4)]
-    journal = Journal(nodes)
-    weights = {"000000000003": 1, "000000000002": 1}
-    written = ensemble_written(ctx, [journal.get(i) for i in weights], weights, len(journal))
-    journal.add(dataclasses.replace(ensemble_of(task, journal, weights), code=written.code))
+    nodes, ensemble = kept_ensemble(task, 3)
+    journal = Journal([*nodes, ensemble])
     mib = 2**20
     small = {"000000000003": [mib] * 5, "000000000002": [mib] * 5}
     one_run = COMPOSE_SECONDS + COMPOSE_SECONDS_PER_MB * 10
@@ -137,16 +144,9 @@ def test_the_reserve_for_an_ensemble_the_best_may_give_way_to_times_its_members_
     # The best (a single node) is not held back: the ensemble it may give way to is timed over
     # its members' kept models, not over every kept node's.
     folds = make_folds(task, 5)
-    ctx = task_context(task, 0)
-    code = assemble(ctx, model_code(ctx, "lgbm", {"n_estimators": 20}))  # make_model() code
-    nodes = [make_node(f"{i:012x}", metric=0.1 * i, exec_seconds=40.0, code=code)
-             for i in range(1, 8)]
-    journal = Journal(nodes)
-    weights = {"000000000003": 1, "000000000002": 1}
-    written = ensemble_written(ctx, [journal.get(i) for i in weights], weights, len(journal))
-    ensemble = dataclasses.replace(ensemble_of(task, journal, weights), code=written.code,
-                                   metric=0.65)
-    journal.add(ensemble)
+    nodes, ensemble = kept_ensemble(task, 7)
+    ensemble = dataclasses.replace(ensemble, metric=0.65)
+    journal = Journal([*nodes, ensemble])
     assert journal.best().node_id == "000000000007"  # type: ignore[union-attr]
     kept = {n.node_id: [2**20] * 5 for n in nodes}  # every node's fold models kept
     as_best = Journal([*nodes, dataclasses.replace(ensemble, metric=0.9)])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from search.journal import Journal
+from search.journal import Journal, best_of
 from search.node import Node, Operator, Status
 from tests.helpers import make_node
 
@@ -64,3 +64,14 @@ def test_not_run_nodes_are_not_debug_candidates() -> None:
 def test_record_round_trip() -> None:
     node = make_node("a", metric=0.5)
     assert Node.from_record(node.to_record()) == node
+
+
+def test_best_of_ranks_any_nodes_as_the_journal_does() -> None:
+    # a score of 0 counts (normalised RMSE is negative), a tie goes to the earlier step, and
+    # a node without a score is never the best
+    nodes = [make_node("a", metric=-0.3, step=0), make_node("b", metric=0.0, step=2),
+             make_node("c", metric=0.0, step=1), make_node("d", metric=None, step=3)]
+    best = best_of(nodes)
+    assert best is not None and best.node_id == "c"
+    assert best_of(n for n in nodes if n.metric is None) is None
+    assert best_of([]) is None

@@ -23,7 +23,7 @@ from engine.task.prepare import PreparedTask
 from operators.fitted import TIME_SECONDS
 from operators.harness import defines_make_model
 from operators.kinds.ensemble import weighted_members
-from search.journal import Journal
+from search.journal import Journal, best_of
 from search.node import Node
 
 # Saving the answer's model fits each training set again and replays each once: measured 1.3 to
@@ -68,11 +68,10 @@ def closing_seconds(journal: Journal, config: RunConfig, folds: Folds | None,
         return 0.0
     answers = [best]
     # an ensemble of one member is that member (the rule's check skips it as a copy)
-    ensembles = [n for n in journal.eligible_nodes
-                 if n.operator.traits.combines and len(weighted_members(n)) > 1]
-    if ensembles and not best.operator.traits.combines:
-        answers.append(max(ensembles, key=lambda n: n.metric if n.metric is not None
-                           else -math.inf))
+    ensemble = best_of(n for n in journal.eligible_nodes
+                       if n.operator.traits.combines and len(weighted_members(n)) > 1)
+    if ensemble is not None and not best.operator.traits.combines:
+        answers.append(ensemble)
     # The journal's best held back by the one-row limit: the selection times every kept node.
     held_back = best.node_id != getattr(journal.best(), "node_id", None)
     return min(max(_answer_closing(answer, journal, config, folds, task, executors, kept,
@@ -117,8 +116,7 @@ def _answer_closing(best: Node, journal: Journal, config: RunConfig, folds: Fold
     if folds is not None and folds.sampled and best.operator.traits.combines and members:
         # an ensemble weighed against its members: its best member's run on half the sample
         # (engine/evaluation/rows.py), at most one scoring run of it
-        top = max((journal.get(i) for i in members if i in journal),
-                  key=lambda n: n.metric if n.metric is not None else -math.inf, default=None)
+        top = best_of(journal.get(i) for i in members if i in journal)
         seconds += scoring_seconds(journal, top) if top is not None else 0.0
     # The time runs the selection makes still: the answer's members not timed yet, and once
     # the journal's best is held back, every kept node not timed yet (what it may give way to).

@@ -34,7 +34,7 @@ from engine.evaluation.scoring import SubmissionError, read_submission, submissi
 from engine.evaluation.select import Runner
 from engine.task.prepare import PreparedTask
 from operators.kinds.ensemble import member_weights, weighted_members
-from search.journal import Journal
+from search.journal import Journal, best_of
 from search.node import Node
 
 HALF_SEED = 7_919  # which half of the sample the learning curve's fit learns from
@@ -50,12 +50,12 @@ def refit_rows(task: PreparedTask, journal: Journal, node: Node, folds: Folds | 
     if seconds_left is None or folds is None or not folds.sampled:
         return None
     learned, dev = len(folds.learn_rows(0)), len(folds.fold_of)
-    ids = list(member_weights(node))  # an ensemble's members, else the node itself
-    fitting = sum(journal.get(i).train_seconds or 0.0 for i in ids if i in journal)
+    # an ensemble's members, else the node itself
+    fits = [journal.get(i) for i in member_weights(node) if i in journal]
+    fitting = sum(n.train_seconds or 0.0 for n in fits)
     # The refit predicts every test row; its scoring runs, the search's sample of them.
     untested = len(task.test_X) - len(search_test_rows(folds, len(task.test_X)))
-    predicting = untested / 1000 * sum(journal.get(i).predict_ms_per_row or 0.0
-                                       for i in ids if i in journal)
+    predicting = untested / 1000 * sum(n.predict_ms_per_row or 0.0 for n in fits)
     spare = (seconds_left / save_share(node, folds.k == HOLDOUT) - scoring_seconds(journal, node)
              - predicting)
     if fitting <= 0:
@@ -124,12 +124,12 @@ def weigh_rows(task: PreparedTask, searched: PreparedTask, journal: Journal, fol
     own = refit_rows(task, journal, answer, folds, seconds_left)
     members = [journal.get(i) for i in weighted_members(answer) if i in journal]
     members = [m for m in members if m.metric is not None]
-    if own is None or not members:
+    top = best_of(members)
+    if own is None or top is None:
         return None
     rows = {m.node_id: refit_rows(task, journal, m, folds, seconds_left) or dev for m in members}
     if max(rows.values()) <= own:
         return None
-    top = max(members, key=lambda m: m.metric or -math.inf)
     result = run(top.code, fold_inputs(searched, half_sample(folds), 0), limits)
     try:
         if result.status != "ok":
